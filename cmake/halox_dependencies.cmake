@@ -1,0 +1,57 @@
+# Optional backends. Each HALOX_ENABLE_* defaults to ON when its dependency is found.
+
+# --- CUDA ---
+check_language(CUDA)
+set(_halox_cuda_default OFF)
+if(CMAKE_CUDA_COMPILER)
+  set(_halox_cuda_default ON)
+endif()
+option(HALOX_ENABLE_CUDA "Build the CUDA pack/unpack kernels and GPU backends" ${_halox_cuda_default})
+if(HALOX_ENABLE_CUDA)
+  if(NOT CMAKE_CUDA_COMPILER)
+    message(FATAL_ERROR "HALOX_ENABLE_CUDA=ON but no CUDA compiler was found; set CMAKE_CUDA_COMPILER or turn the option off")
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)
+  find_package(CUDAToolkit REQUIRED)
+endif()
+
+# --- NCCL ---
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include ${CUDAToolkit_INCLUDE_DIRS})
+find_library(NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
+set(_halox_nccl_default OFF)
+if(HALOX_ENABLE_CUDA AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  set(_halox_nccl_default ON)
+endif()
+option(HALOX_ENABLE_NCCL "Build the NCCL backend (needs CUDA)" ${_halox_nccl_default})
+if(HALOX_ENABLE_NCCL AND NOT (HALOX_ENABLE_CUDA AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY))
+  message(FATAL_ERROR "HALOX_ENABLE_NCCL=ON needs HALOX_ENABLE_CUDA=ON and NCCL (nccl.h, libnccl); set NCCL_INCLUDE_DIR/NCCL_LIBRARY or turn the option off")
+endif()
+
+# --- UCX ---
+find_package(ucx QUIET)
+option(HALOX_ENABLE_UCX "Link UCX (reports the UCX transport in build_info)" ${ucx_FOUND})
+if(HALOX_ENABLE_UCX AND NOT ucx_FOUND)
+  message(FATAL_ERROR "HALOX_ENABLE_UCX=ON but UCX was not found; install libucx-dev or turn the option off")
+endif()
+
+# --- hwloc ---
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc)
+endif()
+option(HALOX_ENABLE_HWLOC "Use hwloc to describe the node topology" ${HWLOC_FOUND})
+if(HALOX_ENABLE_HWLOC AND NOT HWLOC_FOUND)
+  message(FATAL_ERROR "HALOX_ENABLE_HWLOC=ON but hwloc was not found; install libhwloc-dev or turn the option off")
+endif()
+
+foreach(_opt CUDA NCCL UCX HWLOC)
+  if(HALOX_ENABLE_${_opt})
+    set(HALOX_HAS_${_opt} 1)
+  else()
+    set(HALOX_HAS_${_opt} 0)
+  endif()
+endforeach()

@@ -1,0 +1,88 @@
+#pragma once
+/// \file grid.hpp
+/// Cartesian process grids over an MPI communicator.
+
+#include <halox/detail/box.hpp>
+#include <halox/detail/mpi_handle.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace halox {
+
+/// An owned MPI communicator (freed on destruction; move-only).
+class communicator {
+public:
+  communicator() = default;
+  /// Takes ownership of `c` (which must not be MPI_COMM_WORLD/SELF).
+  explicit communicator(MPI_Comm c) : h_(c) {}
+  /// The raw handle (still owned by this object).
+  [[nodiscard]] MPI_Comm get() const noexcept { return h_.get(); }
+  /// Rank of the calling process in it.
+  [[nodiscard]] int rank() const;
+  /// Number of processes in it.
+  [[nodiscard]] int size() const;
+
+private:
+  detail::unique_comm h_;
+};
+
+/// Chooses the grid for `nprocs` processes over a tensor of `shape`: entries of `dims` that are
+/// positive are kept, zeros are chosen to minimise the halo cells exchanged per rank (given the
+/// per-dimension halo widths `halo_lo + halo_hi`), then the largest owned block, while never
+/// splitting a dimension into more parts than elements when avoidable. Unlike MPI_Dims_create,
+/// the shape and the halos are taken into account: a 32x64x128x128 NCHW tensor with halos only
+/// on H and W goes sample-parallel when it can. Pure; throws `halox::error` when the fixed
+/// entries do not divide `nprocs`.
+[[nodiscard]] std::vector<int> choose_grid(int nprocs, std::vector<int> dims,
+                                           std::vector<index_t> const& shape,
+                                           std::vector<int> const& halo_lo,
+                                           std::vector<int> const& halo_hi);
+
+/// A Cartesian grid of processes: one process count per tensor dimension (1 for dimensions
+/// that are not split). Holds its own duplicate of the caller's communicator, shared by copies of
+/// the grid and freed with the last of them. Ranks are numbered row-major over the grid.
+class process_grid {
+public:
+  /// Collective over `comm`. `dims` must be positive with product equal to the size of `comm`;
+  /// every rank must pass the same `dims` (checked: a mismatch throws on every rank).
+  process_grid(MPI_Comm comm, std::vector<int> dims);
+
+  /// Collective. Like the constructor, but zeros in `dims` are chosen by `choose_grid` for a
+  /// tensor of `shape` with the given per-dimension halo widths.
+  [[nodiscard]] static process_grid create(MPI_Comm comm, std::vector<int> dims,
+                                           std::vector<index_t> const& shape,
+                                           std::vector<int> const& halo_lo = {},
+                                           std::vector<int> const& halo_hi = {});
+
+  /// The grid's own communicator (a duplicate of the caller's).
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_->get(); }
+  /// Calling process's rank in `comm()`.
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  /// Number of processes.
+  [[nodiscard]] int size() const noexcept { return size_; }
+  /// Number of grid dimensions.
+  [[nodiscard]] int ndim() const noexcept { return static_cast<int>(dims_.size()); }
+  /// Processes per dimension.
+  [[nodiscard]] std::vector<int> const& dims() const noexcept { return dims_; }
+  /// Grid coordinates of `rank`.
+  [[nodiscard]] std::vector<int> coords(int rank) const;
+  /// Grid coordinates of the calling process.
+  [[nodiscard]] std::vector<int> coords() const { return coords(rank_); }
+  /// Rank at grid coordinates `c` (each 0 <= c[d] < dims[d]).
+  [[nodiscard]] int rank_of(std::vector<int> const& c) const;
+
+  /// Collective. Communicator of the processes that share the caller's coordinates along every
+  /// dimension where `keep[d]` is false, i.e. spanning the dimensions where `keep[d]` is true.
+  /// Its ranks are ordered row-major over the kept dimensions. Example: for an NCHW grid,
+  /// `sub_comm({true,false,true,true})` spans samples and space (batch-norm statistics).
+  [[nodiscard]] communicator sub_comm(std::vector<bool> const& keep) const;
+
+private:
+  std::shared_ptr<communicator> comm_;
+  std::vector<int> dims_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+} // namespace halox

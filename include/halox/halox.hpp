@@ -1,0 +1,11 @@
+#pragma once
+/// \file halox.hpp
+/// Umbrella header: everything in the public API of halox.
+
+#include <halox/config.hpp>
+#include <halox/distribution.hpp>
+#include <halox/dtype.hpp>
+#include <halox/error.hpp>
+#include <halox/grid.hpp>
+#include <halox/info.hpp>
+#include <halox/tensor_desc.hpp>

@@ -1,0 +1,16 @@
+#pragma once
+/// \file info.hpp
+/// What this build of halox contains and what it runs on.
+
+#include <string>
+
+namespace halox {
+
+/// Multi-line description of the build: halox version, MPI library version string, enabled
+/// backends (CUDA, NCCL, UCX, hwloc) and, when hwloc is enabled, the node topology.
+[[nodiscard]] std::string build_info();
+
+/// The MPI library's own version string (MPI_Get_library_version), first line only.
+[[nodiscard]] std::string mpi_library_version();
+
+} // namespace halox
