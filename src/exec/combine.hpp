@@ -1,0 +1,37 @@
+#pragma once
+// How received values are combined with the values already in place.
+
+#include <halox/detail/half.hpp>
+#include <halox/dtype.hpp>
+
+#include <cstdint>
+
+namespace halox::detail {
+
+/// Combine operation of an unpack: plain overwrite (forward exchange) or a reduction (reverse).
+enum class combine_op : std::uint8_t { replace, sum, max, min };
+
+/// Combines `src` into `dst` for one element of type T.
+template <class T> HALOX_HD inline void combine_value(T& dst, T src, combine_op op) {
+  switch (op) {
+  case combine_op::replace: dst = src; break;
+  case combine_op::sum: dst = static_cast<T>(dst + src); break;
+  case combine_op::max: dst = dst < src ? src : dst; break;
+  case combine_op::min: dst = src < dst ? src : dst; break;
+  }
+}
+
+/// float16 / bfloat16 combine through float (stored as raw 16-bit words).
+template <bool BF16> HALOX_HD inline void combine_half(std::uint16_t& dst, std::uint16_t src,
+                                                       combine_op op) {
+  if (op == combine_op::replace) {
+    dst = src;
+    return;
+  }
+  float a = BF16 ? bf16_to_float(dst) : half_to_float(dst);
+  float const b = BF16 ? bf16_to_float(src) : half_to_float(src);
+  combine_value(a, b, op);
+  dst = BF16 ? float_to_bf16(a) : float_to_half(a);
+}
+
+} // namespace halox::detail

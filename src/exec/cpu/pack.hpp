@@ -1,0 +1,34 @@
+#pragma once
+// CPU pack/unpack of schedule regions. The element order is the canonical one of
+// detail/box.hpp (row-major over each region's box), identical to the CUDA kernels'.
+
+#include "exec/combine.hpp"
+#include "plan/schedule.hpp"
+
+#include <cstddef>
+
+namespace halox::detail {
+
+/// Packs `m`'s regions from the slot buffers `bufs` into `out` (m.bytes bytes).
+void pack_message(schedule const& s, message const& m, void const* const* bufs, std::byte* out);
+/// Unpacks `in` (m.bytes bytes) into `m`'s regions of the slot buffers, combining with `op`.
+void unpack_message(schedule const& s, message const& m, void* const* bufs, std::byte const* in,
+                    combine_op op);
+/// Packs one region; returns bytes written.
+std::size_t pack_region(schedule const& s, region const& r, void const* const* bufs, std::byte* out);
+/// Unpacks one region; returns bytes read.
+std::size_t unpack_region(schedule const& s, region const& r, void* const* bufs,
+                          std::byte const* in, combine_op op);
+/// Runs the schedule's local copies (src -> dst, combining with `op`) through `scratch`, which
+/// must hold `max_copy_bytes(s)` bytes (allocated once, at plan time).
+void run_local_copies(schedule const& s, void* const* bufs, combine_op op, std::byte* scratch);
+/// Largest local copy of the schedule, in bytes.
+[[nodiscard]] std::size_t max_copy_bytes(schedule const& s);
+/// Sets the schedule's fill regions to `value` converted to each slot's dtype.
+void run_fills(schedule const& s, void* const* bufs, double value);
+/// True when region `r` is one contiguous run of its slot's buffer (can be sent in place).
+[[nodiscard]] bool region_contiguous(schedule const& s, region const& r);
+/// Byte offset of region `r`'s first element in its slot buffer.
+[[nodiscard]] std::size_t region_byte_offset(schedule const& s, region const& r);
+
+} // namespace halox::detail
