@@ -9,3 +9,6 @@
 #include <halox/grid.hpp>
 #include <halox/info.hpp>
 #include <halox/tensor_desc.hpp>
+#include <halox/tensor_view.hpp>
+#include <halox/backend.hpp>
+#include <halox/halo.hpp>

@@ -65,7 +65,9 @@ void search(int remaining, std::size_t d, std::vector<int>& cur, std::vector<int
   if (d == cur.size()) {
     if (remaining != 1) return;
     grid_cost const c = cost_of(cur, shape, lo, hi);
-    if (!found || c.key() < best_cost.key()) {
+    // Ties go to the grid that splits outer dimensions most (lexicographically largest), so
+    // an NCHW tensor without batch halo goes sample-parallel rather than channel-parallel.
+    if (!found || c.key() < best_cost.key() || (c.key() == best_cost.key() && cur > best)) {
       best = cur;
       best_cost = c;
       found = true;

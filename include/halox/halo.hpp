@@ -1,0 +1,101 @@
+#pragma once
+/// \file halo.hpp
+/// Halo-exchange plans: built once from one or more descriptors, executed many times on caller
+/// memory, forward (owners -> halos) or reverse (halos -> owners, combined).
+
+#include <halox/backend.hpp>
+#include <halox/tensor_view.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace halox {
+
+/// What a halo exchange does with halo cells beyond a non-periodic global boundary.
+enum class boundary_fill {
+  untouched, ///< leave them as they are
+  constant   ///< set them to `halo_options::fill_value` (zero padding for convolutions)
+};
+
+/// Options of automatic backend selection (used when the backend is `automatic`).
+struct tune_options {
+  int warmup = 2;             ///< untimed runs per candidate
+  int trials = 5;             ///< timed runs per candidate (the median of max-over-ranks counts)
+  double budget_seconds = 2.; ///< stop measuring further candidates past this time
+  std::string cache_file;     ///< on-disk plan cache ("" = $HALOX_PLAN_CACHE, or none)
+};
+
+/// Options of a halo-exchange plan. Every rank must pass the same options.
+struct halo_options {
+  backend method = backend::automatic;        ///< how to move data ($HALOX_BACKEND overrides auto)
+  memory_space memory = memory_space::host;   ///< where the buffers live
+  boundary_fill boundary = boundary_fill::untouched; ///< non-periodic boundary halo cells
+  double fill_value = 0.0;                    ///< value for boundary_fill::constant
+  tune_options tune;                          ///< automatic selection settings
+};
+
+/// Opaque stream handle: a `cudaStream_t` for device plans, ignored for host plans.
+using stream_handle = void*;
+
+/// A halo exchange of one or several tensors (all on congruent communicators), merged into one
+/// round of messages: for every peer, the regions of all tensors travel in one message.
+///
+/// Construction is collective over the tensors' grid communicator. The plan holds its own
+/// duplicate of that communicator, so its messages never match the caller's.
+/// Execution is collective too: every rank of the grid must call `start`/`wait` (or
+/// `execute`) in the same order. Nothing is allocated on the execution path.
+class halo_plan {
+public:
+  /// Plans the exchange of one tensor.
+  explicit halo_plan(tensor_desc const& t, halo_options const& options = {});
+  /// Plans the exchange of several tensors in one round of messages.
+  explicit halo_plan(std::vector<tensor_desc> const& tensors, halo_options const& options = {});
+  ~halo_plan();
+  halo_plan(halo_plan&&) noexcept;
+  halo_plan& operator=(halo_plan&&) noexcept;
+
+  /// Forward exchange (start + wait) of one tensor.
+  void execute(tensor_view const& v, stream_handle stream = nullptr);
+  /// Forward exchange of all tensors, in the order they were planned.
+  void execute(std::vector<tensor_view> const& vs, stream_handle stream = nullptr);
+  /// Begins a forward exchange; owned cells may be read but not written, and halo cells not
+  /// touched, until `wait`.
+  void start(tensor_view const& v, stream_handle stream = nullptr);
+  /// Begins a forward exchange of all tensors.
+  void start(std::vector<tensor_view> const& vs, stream_handle stream = nullptr);
+  /// Completes the exchange begun by `start` or `start_reverse`.
+  void wait(stream_handle stream = nullptr);
+
+  /// Reverse exchange (start_reverse + wait): every halo cell's value is sent to the owner of
+  /// that cell and combined into it with `op` (sum for gradients). Halo cells keep their values.
+  void execute_reverse(tensor_view const& v, reduce_op op = reduce_op::sum,
+                       stream_handle stream = nullptr);
+  /// Reverse exchange of all tensors.
+  void execute_reverse(std::vector<tensor_view> const& vs, reduce_op op = reduce_op::sum,
+                       stream_handle stream = nullptr);
+  /// Begins a reverse exchange.
+  void start_reverse(std::vector<tensor_view> const& vs, reduce_op op = reduce_op::sum,
+                     stream_handle stream = nullptr);
+
+  /// The backend in use (the measured winner when `automatic` was requested).
+  [[nodiscard]] backend selected_backend() const noexcept;
+  /// Number of tensors exchanged.
+  [[nodiscard]] int num_tensors() const noexcept;
+  /// Bytes this rank sends / receives per forward exchange (local copies excluded).
+  [[nodiscard]] std::size_t bytes_sent() const noexcept;
+  [[nodiscard]] std::size_t bytes_received() const noexcept;
+  /// Number of peers this rank exchanges messages with.
+  [[nodiscard]] int num_peers() const noexcept;
+  /// Human-readable account: tensors, peers, bytes, regions, the chosen backend and, after
+  /// automatic selection, the measured time of every candidate.
+  [[nodiscard]] std::string describe() const;
+
+  struct impl;
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace halox

@@ -1,0 +1,31 @@
+#pragma once
+// Checks that a caller's buffer fits the descriptor a plan was built for.
+
+#include <halox/error.hpp>
+#include <halox/tensor_view.hpp>
+
+#include <string>
+
+namespace halox::detail {
+
+/// Throws `halox::error` unless `v` is a buffer for a tensor laid out exactly like `expected`
+/// (same global description and local strides) and large enough. `what` names the argument.
+inline void check_view(tensor_view const& v, tensor_desc const& expected, std::string const& what) {
+  HALOX_REQUIRE(v.desc != nullptr, errc::invalid_argument,
+                what + " has no descriptor; build it as tensor_view(desc, data, bytes)");
+  HALOX_REQUIRE(v.desc == &expected ||
+                    (v.desc->dist() == expected.dist() && v.desc->strides() == expected.strides()),
+                errc::invalid_argument,
+                what + " was described as " + v.desc->dist().str() +
+                    " but the plan was built for " + expected.dist().str() +
+                    " (or its strides differ); pass the buffer of the planned tensor, or build a "
+                    "plan for this one");
+  std::size_t const need = expected.local_bytes();
+  HALOX_REQUIRE(v.bytes >= need, errc::invalid_argument,
+                what + " holds " + std::to_string(v.bytes) + " bytes but the descriptor needs " +
+                    std::to_string(need) + " on this rank; allocate tensor_desc::local_bytes()");
+  HALOX_REQUIRE(need == 0 || v.data != nullptr, errc::invalid_argument,
+                what + " is a null pointer but this rank holds " + std::to_string(need) + " bytes");
+}
+
+} // namespace halox::detail
