@@ -1,0 +1,268 @@
+#include "ops/conv_common.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/gemm.hpp"
+
+#include <halox/error.hpp>
+#include <halox/ops/conv.hpp>
+
+#include <algorithm>
+#include <string>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace halox::ops {
+namespace detail {
+namespace {
+
+constexpr auto bad = errc::invalid_argument;
+
+void require_same_batch(char const* op, char const* a, std::vector<index_t> const& sa,
+                        char const* b, std::vector<index_t> const& sb) {
+  HALOX_REQUIRE(sa[0] == sb[0], bad,
+                std::string(op) + ": " + a + " " + fmt(sa) + " has batch " + std::to_string(sa[0]) +
+                    " but " + b + " " + fmt(sb) + " has " + std::to_string(sb[0]));
+}
+
+void require_channels(char const* op, char const* name, std::vector<index_t> const& shape,
+                      index_t expected, std::string const& why) {
+  HALOX_REQUIRE(shape[1] == expected, bad,
+                std::string(op) + ": " + name + " " + fmt(shape) + " has " +
+                    std::to_string(shape[1]) + " channels; expected " + std::to_string(expected) +
+                    " " + why);
+}
+
+// dx[n, :, ib] = W^T-gather: each input position collects dy at the outputs that read it. Done
+// as a gather (not a col2im scatter) so any sub-box of dx is computed independently.
+template <class T>
+void backward_data_kernel(conv_problem const& cp, block3<T const> const& dy,
+                          std::vector<T> const& wt, block3<T> const& dx, box3 const& ib) {
+  index_t const npos = ib.volume(), kvol = cp.w.kvol(), kdim = cp.cout * kvol;
+  if (npos == 0 || dx.n == 0 || cp.cin == 0) return;
+  index_t const nchunks = (npos + chunk - 1) / chunk, items = dx.n * nchunks;
+  bool const par = items > 1 && dx.n * npos * kdim * cp.cin >= parallel_min_work;
+#pragma omp parallel if (par)
+  {
+    std::vector<index_t> off, xoff;
+    std::vector<T> col, out;
+#pragma omp for schedule(dynamic)
+    for (index_t it = 0; it < items; ++it) {
+      index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;
+      index_t const pc = std::min(chunk, npos - q0);
+      backward_table(cp.w, dy, ib, q0, pc, off);
+      col.resize(static_cast<std::size_t>(kdim * pc));
+      out.resize(static_cast<std::size_t>(cp.cin * pc));
+      gather_columns(dy.data + n * dy.sn, dy.sc, cp.cout, off, kvol, pc, col.data());
+      gemm<T>(cp.cin, pc, kdim, wt.data(), kdim, 1, col.data(), pc, 1, out.data(), pc, 1, false);
+      position_offsets(dx, ib, q0, pc, xoff);
+      for (index_t ci = 0; ci < cp.cin; ++ci) {
+        T* xp = dx.data + n * dx.sn + ci * dx.sc;
+        T const* src = out.data() + ci * pc;
+        for (index_t p = 0; p < pc; ++p) xp[xoff[p]] = src[p];
+      }
+    }
+  }
+}
+
+// dW += dy(ob) * im2col(x)^T, with per-thread double accumulators summed in thread order so
+// the result does not depend on scheduling (for a fixed thread count).
+template <class T>
+void backward_weights_kernel(conv_problem const& cp, block3<T const> const& x,
+                             block3<T const> const& dy, box3 const& ob,
+                             std::vector<double>& total) {
+  index_t const npos = ob.volume(), kvol = cp.w.kvol(), kdim = cp.cin * kvol;
+  std::size_t const wsize = static_cast<std::size_t>(cp.cout * kdim);
+  total.assign(wsize, 0.0);
+  if (npos == 0 || x.n == 0 || wsize == 0) return;
+  index_t const nchunks = (npos + chunk - 1) / chunk, items = x.n * nchunks;
+  int nthreads = 1;
+#ifdef _OPENMP
+  if (items > 1 && x.n * npos * kdim * cp.cout >= parallel_min_work)
+    nthreads = omp_get_max_threads();
+#endif
+  std::vector<std::vector<double>> partial(static_cast<std::size_t>(nthreads));
+#pragma omp parallel num_threads(nthreads)
+  {
+    int tid = 0;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+#endif
+    std::vector<double>& acc = partial[static_cast<std::size_t>(tid)];
+    acc.assign(wsize, 0.0);
+    std::vector<index_t> off, yoff;
+    std::vector<T> col, dyc, out(wsize);
+#pragma omp for schedule(static)
+    for (index_t it = 0; it < items; ++it) {
+      index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;
+      index_t const pc = std::min(chunk, npos - q0);
+      forward_table(cp.w, x, ob, q0, pc, off);
+      col.resize(static_cast<std::size_t>(kdim * pc));
+      gather_columns(x.data + n * x.sn, x.sc, cp.cin, off, kvol, pc, col.data());
+      position_offsets(dy, ob, q0, pc, yoff);
+      dyc.resize(static_cast<std::size_t>(cp.cout * pc));
+      for (index_t co = 0; co < cp.cout; ++co) {
+        T const* src = dy.data + n * dy.sn + co * dy.sc;
+        for (index_t p = 0; p < pc; ++p) dyc[co * pc + p] = src[yoff[p]];
+      }
+      // out[co][(ci, k)] = sum_p dyc[co][p] * col[(ci, k)][p]
+      gemm<T>(cp.cout, kdim, pc, dyc.data(), pc, 1, col.data(), 1, pc, out.data(), kdim, 1, false);
+      for (std::size_t i = 0; i < wsize; ++i) acc[i] += static_cast<double>(out[i]);
+    }
+  }
+  for (auto const& acc : partial)
+    for (std::size_t i = 0; i < acc.size(); ++i) total[i] += acc[i];
+}
+
+// dw[co, ci, k] += acc[co][(ci, k)]
+template <class T>
+void add_to_weights(std::vector<double> const& acc, window3 const& g, tensor_ref<T> const& dw) {
+  index_t const cout = dw.shape[0], cin = dw.shape[1], kvol = g.kvol();
+  index_t ks[s3] = {0, 0, 0};
+  for (int i = 0; i < g.nsp; ++i) ks[s3 - g.nsp + i] = dw.strides[2 + i];
+  for (index_t co = 0; co < cout; ++co)
+    for (index_t ci = 0; ci < cin; ++ci) {
+      T* base = dw.data + co * dw.strides[0] + ci * dw.strides[1];
+      double const* a = acc.data() + (co * cin + ci) * kvol;
+      index_t k = 0;
+      for (index_t k0 = 0; k0 < g.k[0]; ++k0)
+        for (index_t k1 = 0; k1 < g.k[1]; ++k1)
+          for (index_t k2 = 0; k2 < g.k[2]; ++k2, ++k)
+            base[k0 * ks[0] + k1 * ks[1] + k2 * ks[2]] += static_cast<T>(a[k]);
+    }
+}
+
+template <class T>
+void backward_data_impl(char const* op, const_block_ref<T> const& dy,
+                        std::vector<index_t> const& in_extent, const_tensor_ref<T> const& w,
+                        block_ref<T> const& dx, box const& in_box, conv_params const& p) {
+  int const nsp = spatial_dims(op, "dx", dx.ref.rank());
+  block3<T> dxb = to_block3(op, "dx", dx, nsp);
+  block3<T const> dyb = to_block3(op, "dy", dy, nsp);
+  conv_problem cp = make_conv_problem(op, nsp, in_extent, dxb.c, w, p);
+  require_channels(op, "dy", dy.ref.shape, cp.cout, "(Cout of w " + fmt(w.shape) + ")");
+  require_same_batch(op, "dy", dy.ref.shape, "dx", dx.ref.shape);
+  box3 ib = to_box3(op, "in_box", in_box, nsp);
+  require_inside(op, "in_box", ib, cp.w, true);
+  require_covers(op, "dx", dxb, ib, nsp, "in_box");
+  require_covers(op, "dy", dyb, output_footprint(cp.w, ib), nsp, "the output footprint of in_box");
+  backward_data_kernel(cp, dyb, pack_weights(w, cp.w, true), dxb, ib);
+}
+
+template <class T>
+void backward_weights_impl(char const* op, const_block_ref<T> const& x,
+                           std::vector<index_t> const& in_extent, const_block_ref<T> const& dy,
+                           tensor_ref<T> const& dw, box const& out_box, conv_params const& p) {
+  int const nsp = spatial_dims(op, "x", x.ref.rank());
+  block3<T const> xb = to_block3(op, "x", x, nsp);
+  block3<T const> dyb = to_block3(op, "dy", dy, nsp);
+  conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, dw, p);
+  require_channels(op, "dy", dy.ref.shape, cp.cout, "(Cout of dw " + fmt(dw.shape) + ")");
+  require_same_batch(op, "dy", dy.ref.shape, "x", x.ref.shape);
+  box3 ob = to_box3(op, "out_box", out_box, nsp);
+  require_inside(op, "out_box", ob, cp.w, false);
+  require_covers(op, "dy", dyb, ob, nsp, "out_box");
+  require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
+  std::vector<double> acc;
+  backward_weights_kernel(cp, xb, dyb, ob, acc);
+  add_to_weights(acc, cp.w, dw);
+}
+
+template <class T>
+void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const& out_box, T* db) {
+  int const nsp = spatial_dims(op, "dy", dy.ref.rank());
+  block3<T const> b = to_block3(op, "dy", dy, nsp);
+  box3 ob = to_box3(op, "out_box", out_box, nsp);
+  require_covers(op, "dy", b, ob, nsp, "out_box");
+  HALOX_REQUIRE(db != nullptr || b.c == 0, bad, std::string(op) + ": db is null");
+#pragma omp parallel for schedule(static) if (b.n * b.c * ob.volume() >= parallel_min_work)
+  for (index_t c = 0; c < b.c; ++c) {
+    double s = 0;
+    for (index_t n = 0; n < b.n; ++n)
+      for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
+        for (index_t i1 = ob.lo[1]; i1 < ob.hi[1]; ++i1) {
+          T const* row = b.data + b.offset(n, c, i0, i1, ob.lo[2]);
+          for (index_t i2 = 0; i2 < ob.extent(2); ++i2) s += static_cast<double>(row[i2 * b.str[2]]);
+        }
+    db[c] += static_cast<T>(s);
+  }
+}
+
+} // namespace
+} // namespace detail
+
+template <class T>
+void conv_backward_data_box(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
+                            const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
+                            conv_params const& p) {
+  detail::backward_data_impl("conv_backward_data_box", dy, in_extent, w, dx, in_box, p);
+}
+
+template <class T>
+void conv_backward_data(const_tensor_ref<T> dy, const_tensor_ref<T> w, tensor_ref<T> dx,
+                        conv_params const& p) {
+  char const* op = "conv_backward_data";
+  detail::check_ref(op, "dx", dx);
+  detail::check_ref(op, "dy", dy);
+  auto expected = detail::conv_shape(op, dx.shape, w.shape, p);
+  detail::require_shape(op, "dy", dy.shape, expected,
+                        "(the forward output for dx " + detail::fmt(dx.shape) + " and w " +
+                            detail::fmt(w.shape) + ")");
+  detail::backward_data_impl(op, const_block_ref<T>(dy), detail::spatial_extent(dx.shape), w,
+                             block_ref<T>(dx), detail::spatial_box(dx.shape), p);
+}
+
+template <class T>
+void conv_backward_weights_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                               const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
+                               conv_params const& p) {
+  detail::backward_weights_impl("conv_backward_weights_box", x, in_extent, dy, dw, out_box, p);
+}
+
+template <class T>
+void conv_backward_weights(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dw,
+                           conv_params const& p) {
+  char const* op = "conv_backward_weights";
+  detail::check_ref(op, "dw", dw);
+  detail::check_ref(op, "dy", dy);
+  auto expected = detail::conv_shape(op, x.shape, dw.shape, p);
+  detail::require_shape(op, "dy", dy.shape, expected,
+                        "(the forward output for x " + detail::fmt(x.shape) + " and dw " +
+                            detail::fmt(dw.shape) + ")");
+  detail::for_each_element(dw.shape, dw.strides, dw.strides, dw.strides,
+                           [&](index_t o, index_t, index_t) { dw.data[o] = T(0); });
+  detail::backward_weights_impl(op, const_block_ref<T>(x), detail::spatial_extent(x.shape),
+                                const_block_ref<T>(dy), dw, detail::spatial_box(dy.shape), p);
+}
+
+template <class T>
+void conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db) {
+  detail::backward_bias_impl("conv_backward_bias_box", dy, out_box, db);
+}
+
+template <class T> void conv_backward_bias(const_tensor_ref<T> dy, T* db) {
+  char const* op = "conv_backward_bias";
+  detail::check_ref(op, "dy", dy);
+  detail::spatial_dims(op, "dy", dy.rank());
+  for (index_t c = 0; db && c < dy.shape[1]; ++c) db[c] = T(0);
+  detail::backward_bias_impl(op, const_block_ref<T>(dy), detail::spatial_box(dy.shape), db);
+}
+
+#define HALOX_INSTANTIATE(T)                                                                       \
+  template void conv_backward_data_box(const_block_ref<T>, std::vector<index_t> const&,          \
+                                       const_tensor_ref<T>, block_ref<T>, box const&,            \
+                                       conv_params const&);                                      \
+  template void conv_backward_data(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,      \
+                                   conv_params const&);                                          \
+  template void conv_backward_weights_box(const_block_ref<T>, std::vector<index_t> const&,       \
+                                          const_block_ref<T>, tensor_ref<T>, box const&,         \
+                                          conv_params const&);                                   \
+  template void conv_backward_weights(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,   \
+                                      conv_params const&);                                       \
+  template void conv_backward_bias_box(const_block_ref<T>, box const&, T*);                      \
+  template void conv_backward_bias(const_tensor_ref<T>, T*);
+HALOX_INSTANTIATE(float)
+HALOX_INSTANTIATE(double)
+#undef HALOX_INSTANTIATE
+
+} // namespace halox::ops

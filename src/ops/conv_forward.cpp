@@ -1,0 +1,160 @@
+#include "ops/conv_common.hpp"
+#include "ops/gemm.hpp"
+
+#include <halox/error.hpp>
+#include <halox/ops/conv.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace halox::ops {
+namespace detail {
+
+template <class T>
+conv_problem make_conv_problem(char const* op, int nsp, std::vector<index_t> const& in_extent,
+                               index_t cin, tensor_ref<T> const& w, conv_params const& p) {
+  constexpr auto bad = errc::invalid_argument;
+  check_ref(op, "w", w);
+  HALOX_REQUIRE(static_cast<int>(in_extent.size()) == nsp, bad,
+                std::string(op) + ": in_extent " + fmt(in_extent) + " has " +
+                    std::to_string(in_extent.size()) + " entries; expected one per spatial dimension (" +
+                    std::to_string(nsp) + ")");
+  HALOX_REQUIRE(w.rank() == 2 + nsp, bad,
+                std::string(op) + ": w has shape " + fmt(w.shape) + "; expected [Cout, Cin, k...] of rank " +
+                    std::to_string(2 + nsp) + " for " + std::to_string(nsp) + " spatial dimensions");
+  HALOX_REQUIRE(w.shape[1] == cin, bad,
+                std::string(op) + ": the input has " + std::to_string(cin) + " channels but w " +
+                    fmt(w.shape) + " expects " + std::to_string(w.shape[1]) + "; w must be [Cout, " +
+                    std::to_string(cin) + ", k...]");
+  conv_problem cp;
+  cp.w = conv_window(op, in_extent, spatial_extent(w.shape), p);
+  cp.cin = cin;
+  cp.cout = w.shape[0];
+  return cp;
+}
+
+template <class T>
+std::vector<T> pack_weights(tensor_ref<T const> const& w, window3 const& g, bool transposed) {
+  index_t const cout = w.shape[0], cin = w.shape[1], kvol = g.kvol();
+  index_t ks[s3] = {0, 0, 0};
+  for (int i = 0; i < g.nsp; ++i) ks[s3 - g.nsp + i] = w.strides[2 + i];
+  std::vector<T> m(static_cast<std::size_t>(cout * cin * kvol));
+  for (index_t co = 0; co < cout; ++co)
+    for (index_t ci = 0; ci < cin; ++ci) {
+      T const* base = w.data + co * w.strides[0] + ci * w.strides[1];
+      index_t k = 0;
+      for (index_t k0 = 0; k0 < g.k[0]; ++k0)
+        for (index_t k1 = 0; k1 < g.k[1]; ++k1)
+          for (index_t k2 = 0; k2 < g.k[2]; ++k2, ++k) {
+            T v = base[k0 * ks[0] + k1 * ks[1] + k2 * ks[2]];
+            if (transposed)
+              m[(ci * cout + co) * kvol + k] = v; // [Cin][Cout * kvol]
+            else
+              m[(co * cin + ci) * kvol + k] = v; // [Cout][Cin * kvol]
+          }
+    }
+  return m;
+}
+
+template conv_problem make_conv_problem(char const*, int, std::vector<index_t> const&, index_t,
+                                        tensor_ref<float const> const&, conv_params const&);
+template conv_problem make_conv_problem(char const*, int, std::vector<index_t> const&, index_t,
+                                        tensor_ref<double const> const&, conv_params const&);
+template conv_problem make_conv_problem(char const*, int, std::vector<index_t> const&, index_t,
+                                        tensor_ref<float> const&, conv_params const&);
+template conv_problem make_conv_problem(char const*, int, std::vector<index_t> const&, index_t,
+                                        tensor_ref<double> const&, conv_params const&);
+template std::vector<float> pack_weights(tensor_ref<float const> const&, window3 const&, bool);
+template std::vector<double> pack_weights(tensor_ref<double const> const&, window3 const&, bool);
+
+namespace {
+
+// y[n, :, ob] = W * im2col(x) + bias, one GEMM per (sample, chunk of output positions).
+template <class T>
+void forward_kernel(conv_problem const& cp, block3<T const> const& x, std::vector<T> const& wm,
+                    T const* bias, block3<T> const& y, box3 const& ob) {
+  index_t const npos = ob.volume(), kvol = cp.w.kvol(), kdim = cp.cin * kvol;
+  if (npos == 0 || x.n == 0 || cp.cout == 0) return;
+  index_t const nchunks = (npos + chunk - 1) / chunk, items = x.n * nchunks;
+  bool const par = items > 1 && x.n * npos * kdim * cp.cout >= parallel_min_work;
+#pragma omp parallel if (par)
+  {
+    std::vector<index_t> off, yoff;
+    std::vector<T> col, out;
+#pragma omp for schedule(dynamic)
+    for (index_t it = 0; it < items; ++it) {
+      index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;
+      index_t const pc = std::min(chunk, npos - q0);
+      forward_table(cp.w, x, ob, q0, pc, off);
+      col.resize(static_cast<std::size_t>(kdim * pc));
+      out.resize(static_cast<std::size_t>(cp.cout * pc));
+      gather_columns(x.data + n * x.sn, x.sc, cp.cin, off, kvol, pc, col.data());
+      gemm<T>(cp.cout, pc, kdim, wm.data(), kdim, 1, col.data(), pc, 1, out.data(), pc, 1, false);
+      position_offsets(y, ob, q0, pc, yoff);
+      for (index_t co = 0; co < cp.cout; ++co) {
+        T const b = bias ? bias[co] : T(0);
+        T* yp = y.data + n * y.sn + co * y.sc;
+        T const* op = out.data() + co * pc;
+        for (index_t p = 0; p < pc; ++p) yp[yoff[p]] = op[p] + b;
+      }
+    }
+  }
+}
+
+template <class T>
+void forward_impl(char const* op, const_block_ref<T> const& x,
+                  std::vector<index_t> const& in_extent, const_tensor_ref<T> const& w,
+                  T const* bias, block_ref<T> const& y, box const& out_box, conv_params const& p) {
+  constexpr auto bad = errc::invalid_argument;
+  int const nsp = spatial_dims(op, "x", x.ref.rank());
+  block3<T const> xb = to_block3(op, "x", x, nsp);
+  block3<T> yb = to_block3(op, "y", y, nsp);
+  conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, w, p);
+  HALOX_REQUIRE(yb.c == cp.cout, bad,
+                std::string(op) + ": y " + fmt(y.ref.shape) + " has " + std::to_string(yb.c) +
+                    " channels but w " + fmt(w.shape) + " produces " + std::to_string(cp.cout) +
+                    "; y must be [N, " + std::to_string(cp.cout) + ", out...]");
+  HALOX_REQUIRE(yb.n == xb.n, bad,
+                std::string(op) + ": y " + fmt(y.ref.shape) + " has batch " + std::to_string(yb.n) +
+                    " but x " + fmt(x.ref.shape) + " has " + std::to_string(xb.n));
+  box3 ob = to_box3(op, "out_box", out_box, nsp);
+  require_inside(op, "out_box", ob, cp.w, false);
+  require_covers(op, "y", yb, ob, nsp, "out_box");
+  require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
+  forward_kernel(cp, xb, pack_weights(w, cp.w, false), bias, yb, ob);
+}
+
+} // namespace
+} // namespace detail
+
+template <class T>
+void conv_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                      const_tensor_ref<T> w, T const* bias, block_ref<T> y, box const& out_box,
+                      conv_params const& p) {
+  detail::forward_impl("conv_forward_box", x, in_extent, w, bias, y, out_box, p);
+}
+
+template <class T>
+void conv_forward(const_tensor_ref<T> x, const_tensor_ref<T> w, T const* bias, tensor_ref<T> y,
+                  conv_params const& p) {
+  char const* op = "conv_forward";
+  auto expected = detail::conv_shape(op, x.shape, w.shape, p);
+  detail::check_ref(op, "y", y);
+  detail::require_shape(op, "y", y.shape, expected,
+                        "(from x " + detail::fmt(x.shape) + " and w " + detail::fmt(w.shape) + ")");
+  detail::forward_impl(op, const_block_ref<T>(x), detail::spatial_extent(x.shape), w, bias,
+                       block_ref<T>(y), detail::spatial_box(expected), p);
+}
+
+template void conv_forward_box(const_block_ref<float>, std::vector<index_t> const&,
+                               const_tensor_ref<float>, float const*, block_ref<float>,
+                               box const&, conv_params const&);
+template void conv_forward_box(const_block_ref<double>, std::vector<index_t> const&,
+                               const_tensor_ref<double>, double const*, block_ref<double>,
+                               box const&, conv_params const&);
+template void conv_forward(const_tensor_ref<float>, const_tensor_ref<float>, float const*,
+                           tensor_ref<float>, conv_params const&);
+template void conv_forward(const_tensor_ref<double>, const_tensor_ref<double>, double const*,
+                           tensor_ref<double>, conv_params const&);
+
+} // namespace halox::ops
