@@ -45,8 +45,7 @@ template <class F> void for_channel(per_channel const& g, index_t c, F&& f) {
 }
 
 // Same walk over two tensors of the same shape.
-template <class F>
-void for_channel2(per_channel const& a, per_channel const& b, index_t c, F&& f) {
+template <class F> void for_channel2(per_channel const& a, per_channel const& b, index_t c, F&& f) {
   for (index_t n = 0; n < a.n; ++n) {
     index_t const ba = n * a.sn + c * a.sc, bb = n * b.sn + c * b.sc;
     for_each_element(a.rest, a.rest_strides, b.rest_strides, b.rest_strides,
@@ -57,18 +56,16 @@ void for_channel2(per_channel const& a, per_channel const& b, index_t c, F&& f) 
 void require_same(char const* op, char const* a, std::vector<index_t> const& sa, char const* b,
                   std::vector<index_t> const& sb) {
   HALOX_REQUIRE(sa == sb, bad,
-                std::string(op) + ": " + a + " has shape " + fmt(sa) + " but " + b +
-                    " has shape " + fmt(sb) + "; they must match");
+                std::string(op) + ": " + a + " has shape " + fmt(sa) + " but " + b + " has shape " +
+                    fmt(sb) + "; they must match");
 }
 
 void require_moments(char const* op, bn_moments const& m, index_t c) {
-  HALOX_REQUIRE(static_cast<index_t>(m.mean.size()) == c &&
-                    static_cast<index_t>(m.invstd.size()) == c,
-                bad,
-                std::string(op) + ": the moments hold " + std::to_string(m.mean.size()) +
-                    " means and " + std::to_string(m.invstd.size()) +
-                    " inverse deviations but the tensor has " + std::to_string(c) +
-                    " channels; pass the moments computed for this layer");
+  HALOX_REQUIRE(
+      static_cast<index_t>(m.mean.size()) == c && static_cast<index_t>(m.invstd.size()) == c, bad,
+      std::string(op) + ": the moments hold " + std::to_string(m.mean.size()) + " means and " +
+          std::to_string(m.invstd.size()) + " inverse deviations but the tensor has " +
+          std::to_string(c) + " channels; pass the moments computed for this layer");
 }
 
 } // namespace
@@ -118,9 +115,8 @@ void bn_merge_stats(bn_stats& into, bn_stats const& other) {
   into.count += other.count;
 }
 
-template <class T>
-bn_moments bn_finalize_stats(bn_stats const& total, double eps, double momentum, T* running_mean,
-                             T* running_var) {
+template <class T> bn_moments bn_finalize_stats(bn_stats const& total, double eps, double momentum,
+                                                T* running_mean, T* running_var) {
   char const* op = "bn_finalize_stats";
   HALOX_REQUIRE(total.count >= 2, errc::invalid_argument,
                 std::string(op) + ": " + std::to_string(total.count) +
@@ -146,9 +142,8 @@ bn_moments bn_finalize_stats(bn_stats const& total, double eps, double momentum,
   return m;
 }
 
-template <class T>
-bn_moments bn_inference_moments(T const* running_mean, T const* running_var, index_t channels,
-                                double eps) {
+template <class T> bn_moments bn_inference_moments(T const* running_mean, T const* running_var,
+                                                   index_t channels, double eps) {
   HALOX_REQUIRE(channels == 0 || (running_mean && running_var), errc::invalid_argument,
                 "bn_inference_moments: running_mean and running_var must be non-null in "
                 "inference mode");
@@ -158,17 +153,16 @@ bn_moments bn_inference_moments(T const* running_mean, T const* running_var, ind
   for (index_t c = 0; c < channels; ++c) {
     double const v = static_cast<double>(running_var[c]);
     HALOX_REQUIRE(v + eps > 0, errc::invalid_argument,
-                  "bn_inference_moments: running_var[" + std::to_string(c) + "] + eps = " +
-                      std::to_string(v + eps) + " is not positive");
+                  "bn_inference_moments: running_var[" + std::to_string(c) +
+                      "] + eps = " + std::to_string(v + eps) + " is not positive");
     m.mean[c] = static_cast<double>(running_mean[c]);
     m.invstd[c] = 1.0 / std::sqrt(v + eps);
   }
   return m;
 }
 
-template <class T>
-void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
-              tensor_ref<T> y) {
+template <class T> void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,
+                                 T const* beta, tensor_ref<T> y) {
   char const* op = "bn_apply";
   auto gx = detail::split(op, "x", x);
   auto gy = detail::split(op, "y", y);
@@ -184,9 +178,8 @@ void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T cons
   }
 }
 
-template <class T>
-bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
-                                 bn_moments const& m) {
+template <class T> bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                                    bn_moments const& m) {
   char const* op = "bn_backward_partial";
   auto gx = detail::split(op, "x", x);
   auto gd = detail::split(op, "dy", dy);
@@ -228,8 +221,7 @@ void bn_merge_grad_sums(bn_grad_sums& into, bn_grad_sums const& other) {
 
 template <class T>
 void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
-                       T const* gamma, bn_grad_sums const& total, bool training,
-                       tensor_ref<T> dx) {
+                       T const* gamma, bn_grad_sums const& total, bool training, tensor_ref<T> dx) {
   char const* op = "bn_backward_apply";
   auto gx = detail::split(op, "x", x);
   auto gd = detail::split(op, "dy", dy);
@@ -260,7 +252,8 @@ void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments
                     bo = n * gdx.sn + c * gdx.sc;
       detail::for_each_element(gx.rest, gx.rest_strides, gd.rest_strides, gdx.rest_strides,
                                [&](index_t ox, index_t od, index_t oo) {
-                                 double const xhat = (static_cast<double>(x.data[bx + ox]) - mean) * is;
+                                 double const xhat =
+                                     (static_cast<double>(x.data[bx + ox]) - mean) * is;
                                  double const g = static_cast<double>(dy.data[bd + od]);
                                  dx.data[bo + oo] = static_cast<T>(k * (g - mdy - xhat * mdyx));
                                });
@@ -275,14 +268,12 @@ template <class T> void bn_param_grads(bn_grad_sums const& total, T* dgamma, T* 
   }
 }
 
-template <class T>
-bn_moments batch_norm_forward(const_tensor_ref<T> x, T const* gamma, T const* beta,
-                              T* running_mean, T* running_var, tensor_ref<T> y,
-                              bn_params const& p) {
+template <class T> bn_moments batch_norm_forward(const_tensor_ref<T> x, T const* gamma,
+                                                 T const* beta, T* running_mean, T* running_var,
+                                                 tensor_ref<T> y, bn_params const& p) {
   bn_moments m;
   if (p.training) {
-    m = bn_finalize_stats<T>(bn_partial_stats<T>(x), p.eps, p.momentum, running_mean,
-                             running_var);
+    m = bn_finalize_stats<T>(bn_partial_stats<T>(x), p.eps, p.momentum, running_mean, running_var);
   } else {
     auto g = detail::split("batch_norm_forward", "x", x);
     m = bn_inference_moments<T>(running_mean, running_var, g.c, p.eps);
@@ -291,29 +282,29 @@ bn_moments batch_norm_forward(const_tensor_ref<T> x, T const* gamma, T const* be
   return m;
 }
 
-template <class T>
-void batch_norm_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& saved,
-                         T const* gamma, tensor_ref<T> dx, T* dgamma, T* dbeta,
-                         bn_params const& p) {
+template <class T> void batch_norm_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                            bn_moments const& saved, T const* gamma,
+                                            tensor_ref<T> dx, T* dgamma, T* dbeta,
+                                            bn_params const& p) {
   bn_grad_sums s = bn_backward_partial<T>(x, dy, saved);
   bn_backward_apply<T>(x, dy, saved, gamma, s, p.training, dx);
   bn_param_grads<T>(s, dgamma, dbeta);
 }
 
 #define HALOX_INSTANTIATE(T)                                                                       \
-  template bn_stats bn_partial_stats(const_tensor_ref<T>);                                       \
-  template bn_moments bn_finalize_stats(bn_stats const&, double, double, T*, T*);                \
-  template bn_moments bn_inference_moments(T const*, T const*, index_t, double);                 \
-  template void bn_apply(const_tensor_ref<T>, bn_moments const&, T const*, T const*,             \
-                         tensor_ref<T>);                                                         \
-  template bn_grad_sums bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,            \
-                                            bn_moments const&);                                  \
-  template void bn_backward_apply(const_tensor_ref<T>, const_tensor_ref<T>, bn_moments const&,   \
-                                  T const*, bn_grad_sums const&, bool, tensor_ref<T>);           \
-  template void bn_param_grads(bn_grad_sums const&, T*, T*);                                     \
-  template bn_moments batch_norm_forward(const_tensor_ref<T>, T const*, T const*, T*, T*,        \
-                                         tensor_ref<T>, bn_params const&);                       \
-  template void batch_norm_backward(const_tensor_ref<T>, const_tensor_ref<T>, bn_moments const&, \
+  template bn_stats bn_partial_stats(const_tensor_ref<T>);                                         \
+  template bn_moments bn_finalize_stats(bn_stats const&, double, double, T*, T*);                  \
+  template bn_moments bn_inference_moments(T const*, T const*, index_t, double);                   \
+  template void bn_apply(const_tensor_ref<T>, bn_moments const&, T const*, T const*,               \
+                         tensor_ref<T>);                                                           \
+  template bn_grad_sums bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,              \
+                                            bn_moments const&);                                    \
+  template void bn_backward_apply(const_tensor_ref<T>, const_tensor_ref<T>, bn_moments const&,     \
+                                  T const*, bn_grad_sums const&, bool, tensor_ref<T>);             \
+  template void bn_param_grads(bn_grad_sums const&, T*, T*);                                       \
+  template bn_moments batch_norm_forward(const_tensor_ref<T>, T const*, T const*, T*, T*,          \
+                                         tensor_ref<T>, bn_params const&);                         \
+  template void batch_norm_backward(const_tensor_ref<T>, const_tensor_ref<T>, bn_moments const&,   \
                                     T const*, tensor_ref<T>, T*, T*, bn_params const&);
 HALOX_INSTANTIATE(float)
 HALOX_INSTANTIATE(double)

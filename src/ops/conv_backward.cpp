@@ -35,9 +35,9 @@ void require_channels(char const* op, char const* name, std::vector<index_t> con
 
 // dx[n, :, ib] = W^T-gather: each input position collects dy at the outputs that read it. Done
 // as a gather (not a col2im scatter) so any sub-box of dx is computed independently.
-template <class T>
-void backward_data_kernel(conv_problem const& cp, block3<T const> const& dy,
-                          std::vector<T> const& wt, block3<T> const& dx, box3 const& ib) {
+template <class T> void backward_data_kernel(conv_problem const& cp, block3<T const> const& dy,
+                                             std::vector<T> const& wt, block3<T> const& dx,
+                                             box3 const& ib) {
   index_t const npos = ib.volume(), kvol = cp.w.kvol(), kdim = cp.cout * kvol;
   if (npos == 0 || dx.n == 0 || cp.cin == 0) return;
   index_t const nchunks = (npos + chunk - 1) / chunk, items = dx.n * nchunks;
@@ -67,10 +67,9 @@ void backward_data_kernel(conv_problem const& cp, block3<T const> const& dy,
 
 // dW += dy(ob) * im2col(x)^T, with per-thread double accumulators summed in thread order so
 // the result does not depend on scheduling (for a fixed thread count).
-template <class T>
-void backward_weights_kernel(conv_problem const& cp, block3<T const> const& x,
-                             block3<T const> const& dy, box3 const& ob,
-                             std::vector<double>& total) {
+template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T const> const& x,
+                                                block3<T const> const& dy, box3 const& ob,
+                                                std::vector<double>& total) {
   index_t const npos = ob.volume(), kvol = cp.w.kvol(), kdim = cp.cin * kvol;
   std::size_t const wsize = static_cast<std::size_t>(cp.cout * kdim);
   total.assign(wsize, 0.0);
@@ -132,10 +131,10 @@ void add_to_weights(std::vector<double> const& acc, window3 const& g, tensor_ref
     }
 }
 
-template <class T>
-void backward_data_impl(char const* op, const_block_ref<T> const& dy,
-                        std::vector<index_t> const& in_extent, const_tensor_ref<T> const& w,
-                        block_ref<T> const& dx, box const& in_box, conv_params const& p) {
+template <class T> void backward_data_impl(char const* op, const_block_ref<T> const& dy,
+                                           std::vector<index_t> const& in_extent,
+                                           const_tensor_ref<T> const& w, block_ref<T> const& dx,
+                                           box const& in_box, conv_params const& p) {
   int const nsp = spatial_dims(op, "dx", dx.ref.rank());
   block3<T> dxb = to_block3(op, "dx", dx, nsp);
   block3<T const> dyb = to_block3(op, "dy", dy, nsp);
@@ -149,10 +148,10 @@ void backward_data_impl(char const* op, const_block_ref<T> const& dy,
   backward_data_kernel(cp, dyb, pack_weights(w, cp.w, true), dxb, ib);
 }
 
-template <class T>
-void backward_weights_impl(char const* op, const_block_ref<T> const& x,
-                           std::vector<index_t> const& in_extent, const_block_ref<T> const& dy,
-                           tensor_ref<T> const& dw, box const& out_box, conv_params const& p) {
+template <class T> void backward_weights_impl(char const* op, const_block_ref<T> const& x,
+                                              std::vector<index_t> const& in_extent,
+                                              const_block_ref<T> const& dy, tensor_ref<T> const& dw,
+                                              box const& out_box, conv_params const& p) {
   int const nsp = spatial_dims(op, "x", x.ref.rank());
   block3<T const> xb = to_block3(op, "x", x, nsp);
   block3<T const> dyb = to_block3(op, "dy", dy, nsp);
@@ -182,7 +181,8 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
       for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
         for (index_t i1 = ob.lo[1]; i1 < ob.hi[1]; ++i1) {
           T const* row = b.data + b.offset(n, c, i0, i1, ob.lo[2]);
-          for (index_t i2 = 0; i2 < ob.extent(2); ++i2) s += static_cast<double>(row[i2 * b.str[2]]);
+          for (index_t i2 = 0; i2 < ob.extent(2); ++i2)
+            s += static_cast<double>(row[i2 * b.str[2]]);
         }
     db[c] += static_cast<T>(s);
   }
@@ -191,16 +191,15 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
 } // namespace
 } // namespace detail
 
-template <class T>
-void conv_backward_data_box(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
-                            const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
-                            conv_params const& p) {
+template <class T> void conv_backward_data_box(const_block_ref<T> dy,
+                                               std::vector<index_t> const& in_extent,
+                                               const_tensor_ref<T> w, block_ref<T> dx,
+                                               box const& in_box, conv_params const& p) {
   detail::backward_data_impl("conv_backward_data_box", dy, in_extent, w, dx, in_box, p);
 }
 
-template <class T>
-void conv_backward_data(const_tensor_ref<T> dy, const_tensor_ref<T> w, tensor_ref<T> dx,
-                        conv_params const& p) {
+template <class T> void conv_backward_data(const_tensor_ref<T> dy, const_tensor_ref<T> w,
+                                           tensor_ref<T> dx, conv_params const& p) {
   char const* op = "conv_backward_data";
   detail::check_ref(op, "dx", dx);
   detail::check_ref(op, "dy", dy);
@@ -212,16 +211,15 @@ void conv_backward_data(const_tensor_ref<T> dy, const_tensor_ref<T> w, tensor_re
                              block_ref<T>(dx), detail::spatial_box(dx.shape), p);
 }
 
-template <class T>
-void conv_backward_weights_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                               const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
-                               conv_params const& p) {
+template <class T> void conv_backward_weights_box(const_block_ref<T> x,
+                                                  std::vector<index_t> const& in_extent,
+                                                  const_block_ref<T> dy, tensor_ref<T> dw,
+                                                  box const& out_box, conv_params const& p) {
   detail::backward_weights_impl("conv_backward_weights_box", x, in_extent, dy, dw, out_box, p);
 }
 
-template <class T>
-void conv_backward_weights(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dw,
-                           conv_params const& p) {
+template <class T> void conv_backward_weights(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                              tensor_ref<T> dw, conv_params const& p) {
   char const* op = "conv_backward_weights";
   detail::check_ref(op, "dw", dw);
   detail::check_ref(op, "dy", dy);
@@ -235,8 +233,7 @@ void conv_backward_weights(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor
                                 const_block_ref<T>(dy), dw, detail::spatial_box(dy.shape), p);
 }
 
-template <class T>
-void conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db) {
+template <class T> void conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db) {
   detail::backward_bias_impl("conv_backward_bias_box", dy, out_box, db);
 }
 
@@ -249,17 +246,17 @@ template <class T> void conv_backward_bias(const_tensor_ref<T> dy, T* db) {
 }
 
 #define HALOX_INSTANTIATE(T)                                                                       \
-  template void conv_backward_data_box(const_block_ref<T>, std::vector<index_t> const&,          \
-                                       const_tensor_ref<T>, block_ref<T>, box const&,            \
-                                       conv_params const&);                                      \
-  template void conv_backward_data(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,      \
-                                   conv_params const&);                                          \
-  template void conv_backward_weights_box(const_block_ref<T>, std::vector<index_t> const&,       \
-                                          const_block_ref<T>, tensor_ref<T>, box const&,         \
-                                          conv_params const&);                                   \
-  template void conv_backward_weights(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,   \
-                                      conv_params const&);                                       \
-  template void conv_backward_bias_box(const_block_ref<T>, box const&, T*);                      \
+  template void conv_backward_data_box(const_block_ref<T>, std::vector<index_t> const&,            \
+                                       const_tensor_ref<T>, block_ref<T>, box const&,              \
+                                       conv_params const&);                                        \
+  template void conv_backward_data(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,        \
+                                   conv_params const&);                                            \
+  template void conv_backward_weights_box(const_block_ref<T>, std::vector<index_t> const&,         \
+                                          const_block_ref<T>, tensor_ref<T>, box const&,           \
+                                          conv_params const&);                                     \
+  template void conv_backward_weights(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,     \
+                                      conv_params const&);                                         \
+  template void conv_backward_bias_box(const_block_ref<T>, box const&, T*);                        \
   template void conv_backward_bias(const_tensor_ref<T>, T*);
 HALOX_INSTANTIATE(float)
 HALOX_INSTANTIATE(double)

@@ -47,9 +47,8 @@ inline void box_position(box3 const& b, index_t q, index_t (&o)[s3]) {
 
 /// Gather table for the forward direction: outputs `[q0, q0 + pc)` of `ob` read input taps
 /// `o * s - pl + k * d`, located in `src` (a block in input coordinates).
-template <class T>
-void forward_table(window3 const& w, block3<T> const& src, box3 const& ob, index_t q0,
-                   index_t pc, std::vector<index_t>& off) {
+template <class T> void forward_table(window3 const& w, block3<T> const& src, box3 const& ob,
+                                      index_t q0, index_t pc, std::vector<index_t>& off) {
   off.resize(static_cast<std::size_t>(w.kvol() * pc));
   index_t o[s3];
   for (index_t p = 0; p < pc; ++p) {
@@ -76,9 +75,8 @@ void forward_table(window3 const& w, block3<T> const& src, box3 const& ob, index
 /// Gather table for backward-data: input positions `[q0, q0 + pc)` of `ib` receive dy at
 /// output `(i + pl - k * d) / s` when that division is exact and inside the global output;
 /// `src` is the dy block (output coordinates).
-template <class T>
-void backward_table(window3 const& w, block3<T> const& src, box3 const& ib, index_t q0,
-                    index_t pc, std::vector<index_t>& off) {
+template <class T> void backward_table(window3 const& w, block3<T> const& src, box3 const& ib,
+                                       index_t q0, index_t pc, std::vector<index_t>& off) {
   off.resize(static_cast<std::size_t>(w.kvol() * pc));
   index_t i[s3];
   // Output coordinate for input position x and tap k along d, or -1 when no output reads it.
@@ -97,10 +95,10 @@ void backward_table(window3 const& w, block3<T> const& src, box3 const& ib, inde
         index_t o1 = o0 < 0 ? -1 : out_of(1, i[1], k1);
         for (index_t k2 = 0; k2 < w.k[2]; ++k2, ++k) {
           index_t o2 = o1 < 0 ? -1 : out_of(2, i[2], k2);
-          off[k * pc + p] = o2 < 0 ? -1
-                                   : (o0 - src.org[0]) * src.str[0] +
-                                         (o1 - src.org[1]) * src.str[1] +
-                                         (o2 - src.org[2]) * src.str[2];
+          off[k * pc + p] = o2 < 0
+                                ? -1
+                                : (o0 - src.org[0]) * src.str[0] + (o1 - src.org[1]) * src.str[1] +
+                                      (o2 - src.org[2]) * src.str[2];
         }
       }
     }
@@ -109,9 +107,9 @@ void backward_table(window3 const& w, block3<T> const& src, box3 const& ib, inde
 
 /// Builds the [channels * kvol][pc] column matrix: row (c, k), column p is
 /// `plane[c * sc + off[k * pc + p]]`, or zero where the table says -1.
-template <class T>
-void gather_columns(T const* plane, index_t sc, index_t channels, std::vector<index_t> const& off,
-                    index_t kvol, index_t pc, T* col) {
+template <class T> void gather_columns(T const* plane, index_t sc, index_t channels,
+                                       std::vector<index_t> const& off, index_t kvol, index_t pc,
+                                       T* col) {
   for (index_t c = 0; c < channels; ++c) {
     T const* src = plane + c * sc;
     for (index_t k = 0; k < kvol; ++k) {
@@ -123,9 +121,8 @@ void gather_columns(T const* plane, index_t sc, index_t channels, std::vector<in
 }
 
 /// Element offsets (within a plane) of positions `[q0, q0 + pc)` of box `b` in block `blk`.
-template <class T>
-void position_offsets(block3<T> const& blk, box3 const& b, index_t q0, index_t pc,
-                      std::vector<index_t>& off) {
+template <class T> void position_offsets(block3<T> const& blk, box3 const& b, index_t q0,
+                                         index_t pc, std::vector<index_t>& off) {
   off.resize(static_cast<std::size_t>(pc));
   index_t o[s3];
   for (index_t p = 0; p < pc; ++p) {

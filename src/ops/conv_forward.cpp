@@ -17,15 +17,16 @@ conv_problem make_conv_problem(char const* op, int nsp, std::vector<index_t> con
   check_ref(op, "w", w);
   HALOX_REQUIRE(static_cast<int>(in_extent.size()) == nsp, bad,
                 std::string(op) + ": in_extent " + fmt(in_extent) + " has " +
-                    std::to_string(in_extent.size()) + " entries; expected one per spatial dimension (" +
-                    std::to_string(nsp) + ")");
+                    std::to_string(in_extent.size()) +
+                    " entries; expected one per spatial dimension (" + std::to_string(nsp) + ")");
   HALOX_REQUIRE(w.rank() == 2 + nsp, bad,
-                std::string(op) + ": w has shape " + fmt(w.shape) + "; expected [Cout, Cin, k...] of rank " +
-                    std::to_string(2 + nsp) + " for " + std::to_string(nsp) + " spatial dimensions");
+                std::string(op) + ": w has shape " + fmt(w.shape) +
+                    "; expected [Cout, Cin, k...] of rank " + std::to_string(2 + nsp) + " for " +
+                    std::to_string(nsp) + " spatial dimensions");
   HALOX_REQUIRE(w.shape[1] == cin, bad,
                 std::string(op) + ": the input has " + std::to_string(cin) + " channels but w " +
-                    fmt(w.shape) + " expects " + std::to_string(w.shape[1]) + "; w must be [Cout, " +
-                    std::to_string(cin) + ", k...]");
+                    fmt(w.shape) + " expects " + std::to_string(w.shape[1]) +
+                    "; w must be [Cout, " + std::to_string(cin) + ", k...]");
   conv_problem cp;
   cp.w = conv_window(op, in_extent, spatial_extent(w.shape), p);
   cp.cin = cin;
@@ -70,9 +71,9 @@ template std::vector<double> pack_weights(tensor_ref<double const> const&, windo
 namespace {
 
 // y[n, :, ob] = W * im2col(x) + bias, one GEMM per (sample, chunk of output positions).
-template <class T>
-void forward_kernel(conv_problem const& cp, block3<T const> const& x, std::vector<T> const& wm,
-                    T const* bias, block3<T> const& y, box3 const& ob) {
+template <class T> void forward_kernel(conv_problem const& cp, block3<T const> const& x,
+                                       std::vector<T> const& wm, T const* bias, block3<T> const& y,
+                                       box3 const& ob) {
   index_t const npos = ob.volume(), kvol = cp.w.kvol(), kdim = cp.cin * kvol;
   if (npos == 0 || x.n == 0 || cp.cout == 0) return;
   index_t const nchunks = (npos + chunk - 1) / chunk, items = x.n * nchunks;
@@ -127,16 +128,15 @@ void forward_impl(char const* op, const_block_ref<T> const& x,
 } // namespace
 } // namespace detail
 
-template <class T>
-void conv_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                      const_tensor_ref<T> w, T const* bias, block_ref<T> y, box const& out_box,
-                      conv_params const& p) {
+template <class T> void conv_forward_box(const_block_ref<T> x,
+                                         std::vector<index_t> const& in_extent,
+                                         const_tensor_ref<T> w, T const* bias, block_ref<T> y,
+                                         box const& out_box, conv_params const& p) {
   detail::forward_impl("conv_forward_box", x, in_extent, w, bias, y, out_box, p);
 }
 
-template <class T>
-void conv_forward(const_tensor_ref<T> x, const_tensor_ref<T> w, T const* bias, tensor_ref<T> y,
-                  conv_params const& p) {
+template <class T> void conv_forward(const_tensor_ref<T> x, const_tensor_ref<T> w, T const* bias,
+                                     tensor_ref<T> y, conv_params const& p) {
   char const* op = "conv_forward";
   auto expected = detail::conv_shape(op, x.shape, w.shape, p);
   detail::check_ref(op, "y", y);
@@ -147,8 +147,8 @@ void conv_forward(const_tensor_ref<T> x, const_tensor_ref<T> w, T const* bias, t
 }
 
 template void conv_forward_box(const_block_ref<float>, std::vector<index_t> const&,
-                               const_tensor_ref<float>, float const*, block_ref<float>,
-                               box const&, conv_params const&);
+                               const_tensor_ref<float>, float const*, block_ref<float>, box const&,
+                               conv_params const&);
 template void conv_forward_box(const_block_ref<double>, std::vector<index_t> const&,
                                const_tensor_ref<double>, double const*, block_ref<double>,
                                box const&, conv_params const&);

@@ -10,12 +10,8 @@ namespace {
 // registers for both types at the baseline x86-64 ISA); KC x NR panels of B stay in L1 and
 // MC x KC blocks of A in L2. The blocks are modest because callers run one product per thread.
 template <class T> struct tile;
-template <> struct tile<float> {
-  static constexpr int mr = 6, nr = 8;
-};
-template <> struct tile<double> {
-  static constexpr int mr = 6, nr = 4;
-};
+template <> struct tile<float> { static constexpr int mr = 6, nr = 8; };
+template <> struct tile<double> { static constexpr int mr = 6, nr = 4; };
 constexpr index_t kc_block = 256;
 constexpr index_t mc_block = 96;
 constexpr index_t nc_block = 2048;
@@ -95,9 +91,9 @@ void tile_product(index_t kc, T const* ap, T const* bp, T (&out)[MR][NR]) {
 #endif
 
 // C (+)= the tile, on its valid mr x nr part.
-template <class T, int MR, int NR>
-void micro_kernel(index_t kc, T const* ap, T const* bp, T* c, index_t rsc, index_t csc,
-                  index_t mr, index_t nr, bool add) {
+template <class T, int MR, int NR> void micro_kernel(index_t kc, T const* ap, T const* bp, T* c,
+                                                     index_t rsc, index_t csc, index_t mr,
+                                                     index_t nr, bool add) {
   T t[MR][NR];
   tile_product<T, MR, NR>(kc, ap, bp, t);
   for (index_t i = 0; i < mr; ++i) {
@@ -111,9 +107,9 @@ void micro_kernel(index_t kc, T const* ap, T const* bp, T* c, index_t rsc, index
 
 } // namespace
 
-template <class T>
-void gemm(index_t m, index_t n, index_t k, T const* a, index_t rsa, index_t csa, T const* b,
-          index_t rsb, index_t csb, T* c, index_t rsc, index_t csc, bool accumulate) {
+template <class T> void gemm(index_t m, index_t n, index_t k, T const* a, index_t rsa, index_t csa,
+                             T const* b, index_t rsb, index_t csb, T* c, index_t rsc, index_t csc,
+                             bool accumulate) {
   constexpr int MR = tile<T>::mr, NR = tile<T>::nr;
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
@@ -153,8 +149,8 @@ void gemm(index_t m, index_t n, index_t k, T const* a, index_t rsa, index_t csa,
   }
 }
 
-template void gemm(index_t, index_t, index_t, float const*, index_t, index_t, float const*,
-                   index_t, index_t, float*, index_t, index_t, bool);
+template void gemm(index_t, index_t, index_t, float const*, index_t, index_t, float const*, index_t,
+                   index_t, float*, index_t, index_t, bool);
 template void gemm(index_t, index_t, index_t, double const*, index_t, index_t, double const*,
                    index_t, index_t, double*, index_t, index_t, bool);
 

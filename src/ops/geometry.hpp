@@ -37,14 +37,14 @@ struct box3 {
 
 /// Resolved window geometry over the three padded spatial dimensions.
 struct window3 {
-  int nsp = 0;             ///< real spatial dimensions (1 to 3)
-  index_t in[s3] = {};     ///< global input extent
-  index_t out[s3] = {};    ///< global output extent
-  index_t k[s3] = {};      ///< kernel size
-  index_t s[s3] = {};      ///< stride
-  index_t pl[s3] = {};     ///< padding before
-  index_t ph[s3] = {};     ///< padding after
-  index_t d[s3] = {};      ///< dilation
+  int nsp = 0;          ///< real spatial dimensions (1 to 3)
+  index_t in[s3] = {};  ///< global input extent
+  index_t out[s3] = {}; ///< global output extent
+  index_t k[s3] = {};   ///< kernel size
+  index_t s[s3] = {};   ///< stride
+  index_t pl[s3] = {};  ///< padding before
+  index_t ph[s3] = {};  ///< padding after
+  index_t d[s3] = {};   ///< dilation
 
   /// Taps per window.
   [[nodiscard]] index_t kvol() const { return k[0] * k[1] * k[2]; }
@@ -104,14 +104,14 @@ box3 output_footprint(window3 const& w, box3 const& in);
 
 /// Internal 3-D view of a block: NC plus three spatial dims, with the global origin.
 template <class T> struct block3 {
-  T* data = nullptr;     ///< element (0, 0, 0, 0, 0)
-  index_t n = 0;         ///< batch extent
-  index_t c = 0;         ///< channel extent
-  index_t sn = 0;        ///< batch stride
-  index_t sc = 0;        ///< channel stride
-  index_t ext[s3] = {};  ///< spatial extents of the buffer
-  index_t str[s3] = {};  ///< spatial strides
-  index_t org[s3] = {};  ///< global position of the buffer's first spatial element
+  T* data = nullptr;    ///< element (0, 0, 0, 0, 0)
+  index_t n = 0;        ///< batch extent
+  index_t c = 0;        ///< channel extent
+  index_t sn = 0;       ///< batch stride
+  index_t sc = 0;       ///< channel stride
+  index_t ext[s3] = {}; ///< spatial extents of the buffer
+  index_t str[s3] = {}; ///< spatial strides
+  index_t org[s3] = {}; ///< global position of the buffer's first spatial element
 
   /// The global box the buffer covers.
   [[nodiscard]] box3 covers() const {
@@ -136,13 +136,11 @@ block3<T> to_block3(char const* op, char const* name, block_ref<T> const& b, int
 
 /// Throws unless the block covers every position of `need` (ignored when `need` is empty),
 /// naming the block, the missing region and the fix.
-template <class T>
-void require_covers(char const* op, char const* name, block3<T> const& b, box3 const& need,
-                    int nsp, char const* why);
+template <class T> void require_covers(char const* op, char const* name, block3<T> const& b,
+                                       box3 const& need, int nsp, char const* why);
 
 /// Throws unless `b` lies in `[0, extent)` of the window's output (or input when `input`).
-void require_inside(char const* op, char const* name, box3 const& b, window3 const& w,
-                    bool input);
+void require_inside(char const* op, char const* name, box3 const& b, window3 const& w, bool input);
 
 /// Checks that a tensor_ref's strides match its shape and its extents are non-negative.
 template <class T> void check_ref(char const* op, char const* name, tensor_ref<T> const& t);

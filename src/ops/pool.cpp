@@ -47,9 +47,8 @@ index_t avg_divisor(window3 const& w, index_t const (&o)[s3], bool include_pad) 
 
 // Global position of the window's winner: the first maximum in tap order, a NaN overriding
 // any number (PyTorch's rule). Every window has a real tap (checked by pool_window).
-template <class T>
-void argmax(window3 const& w, block3<T const> const& x, index_t n, index_t c,
-            index_t const (&o)[s3], index_t (&best)[s3]) {
+template <class T> void argmax(window3 const& w, block3<T const> const& x, index_t n, index_t c,
+                               index_t const (&o)[s3], index_t (&best)[s3]) {
   T m = T(0);
   bool first = true;
   for_each_tap(w, o, [&](index_t g0, index_t g1, index_t g2) {
@@ -64,9 +63,9 @@ void argmax(window3 const& w, block3<T const> const& x, index_t n, index_t c,
   });
 }
 
-template <class T>
-void forward_kernel(window3 const& w, pool_params const& p, block3<T const> const& x,
-                    block3<T> const& y, box3 const& ob) {
+template <class T> void forward_kernel(window3 const& w, pool_params const& p,
+                                       block3<T const> const& x, block3<T> const& y,
+                                       box3 const& ob) {
   index_t const planes = x.n * x.c;
 #pragma omp parallel for schedule(static) if (planes * ob.volume() * w.kvol() >= parallel_min_work)
   for (index_t pl = 0; pl < planes; ++pl) {
@@ -99,9 +98,9 @@ bool inside(box3 const& b, index_t g0, index_t g1, index_t g2) {
 
 // Scatter restricted to the box: every output whose window touches ib adds its gradient to
 // the taps that lie in ib. Planes are independent, so they run in parallel.
-template <class T>
-void backward_kernel(window3 const& w, pool_params const& p, block3<T const> const& x,
-                     block3<T const> const& dy, block3<T> const& dx, box3 const& ib) {
+template <class T> void backward_kernel(window3 const& w, pool_params const& p,
+                                        block3<T const> const& x, block3<T const> const& dy,
+                                        block3<T> const& dx, box3 const& ib) {
   box3 const ob = output_footprint(w, ib);
   index_t const planes = dx.n * dx.c;
 #pragma omp parallel for schedule(static) if (planes * ob.volume() * w.kvol() >= parallel_min_work)
@@ -109,7 +108,8 @@ void backward_kernel(window3 const& w, pool_params const& p, block3<T const> con
     index_t const n = pl / dx.c, c = pl % dx.c;
     for (index_t i0 = ib.lo[0]; i0 < ib.hi[0]; ++i0)
       for (index_t i1 = ib.lo[1]; i1 < ib.hi[1]; ++i1)
-        for (index_t i2 = ib.lo[2]; i2 < ib.hi[2]; ++i2) dx.data[dx.offset(n, c, i0, i1, i2)] = T(0);
+        for (index_t i2 = ib.lo[2]; i2 < ib.hi[2]; ++i2)
+          dx.data[dx.offset(n, c, i0, i1, i2)] = T(0);
     index_t o[s3];
     for (o[0] = ob.lo[0]; o[0] < ob.hi[0]; ++o[0])
       for (o[1] = ob.lo[1]; o[1] < ob.hi[1]; ++o[1])
@@ -136,10 +136,9 @@ void require_match(char const* op, char const* a, std::vector<index_t> const& sa
                     " must have the same batch and channel extents");
 }
 
-template <class T>
-void forward_impl(char const* op, const_block_ref<T> const& x,
-                  std::vector<index_t> const& in_extent, block_ref<T> const& y,
-                  box const& out_box, pool_params const& p) {
+template <class T> void forward_impl(char const* op, const_block_ref<T> const& x,
+                                     std::vector<index_t> const& in_extent, block_ref<T> const& y,
+                                     box const& out_box, pool_params const& p) {
   int const nsp = spatial_dims(op, "x", x.ref.rank());
   block3<T const> xb = to_block3(op, "x", x, nsp);
   block3<T> yb = to_block3(op, "y", y, nsp);
@@ -155,10 +154,10 @@ void forward_impl(char const* op, const_block_ref<T> const& x,
   forward_kernel(w, p, xb, yb, ob);
 }
 
-template <class T>
-void backward_impl(char const* op, const_block_ref<T> const& x, const_block_ref<T> const& dy,
-                   std::vector<index_t> const& in_extent, block_ref<T> const& dx,
-                   box const& in_box, pool_params const& p) {
+template <class T> void backward_impl(char const* op, const_block_ref<T> const& x,
+                                      const_block_ref<T> const& dy,
+                                      std::vector<index_t> const& in_extent, block_ref<T> const& dx,
+                                      box const& in_box, pool_params const& p) {
   int const nsp = spatial_dims(op, "dx", dx.ref.rank());
   block3<T> dxb = to_block3(op, "dx", dx, nsp);
   block3<T const> dyb = to_block3(op, "dy", dy, nsp);
@@ -185,32 +184,29 @@ void backward_impl(char const* op, const_block_ref<T> const& x, const_block_ref<
 } // namespace
 } // namespace detail
 
-template <class T>
-void pool_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                      block_ref<T> y, box const& out_box, pool_params const& p) {
+template <class T> void pool_forward_box(const_block_ref<T> x,
+                                         std::vector<index_t> const& in_extent, block_ref<T> y,
+                                         box const& out_box, pool_params const& p) {
   detail::forward_impl("pool_forward_box", x, in_extent, y, out_box, p);
 }
 
-template <class T>
-void pool_forward(const_tensor_ref<T> x, tensor_ref<T> y, pool_params const& p) {
+template <class T> void pool_forward(const_tensor_ref<T> x, tensor_ref<T> y, pool_params const& p) {
   char const* op = "pool_forward";
   auto expected = detail::pool_shape(op, x.shape, p);
   detail::check_ref(op, "y", y);
   detail::require_shape(op, "y", y.shape, expected, "(from x " + detail::fmt(x.shape) + ")");
-  detail::forward_impl(op, const_block_ref<T>(x), detail::spatial_extent(x.shape),
-                       block_ref<T>(y), detail::spatial_box(expected), p);
+  detail::forward_impl(op, const_block_ref<T>(x), detail::spatial_extent(x.shape), block_ref<T>(y),
+                       detail::spatial_box(expected), p);
 }
 
-template <class T>
-void pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
-                       std::vector<index_t> const& in_extent, block_ref<T> dx, box const& in_box,
-                       pool_params const& p) {
+template <class T> void pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
+                                          std::vector<index_t> const& in_extent, block_ref<T> dx,
+                                          box const& in_box, pool_params const& p) {
   detail::backward_impl("pool_backward_box", x, dy, in_extent, dx, in_box, p);
 }
 
-template <class T>
-void pool_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx,
-                   pool_params const& p) {
+template <class T> void pool_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                      tensor_ref<T> dx, pool_params const& p) {
   char const* op = "pool_backward";
   detail::check_ref(op, "dx", dx);
   detail::check_ref(op, "dy", dy);
@@ -225,13 +221,13 @@ void pool_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> 
 }
 
 #define HALOX_INSTANTIATE(T)                                                                       \
-  template void pool_forward(const_tensor_ref<T>, tensor_ref<T>, pool_params const&);            \
-  template void pool_forward_box(const_block_ref<T>, std::vector<index_t> const&, block_ref<T>,  \
-                                 box const&, pool_params const&);                                \
-  template void pool_backward(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,           \
-                              pool_params const&);                                               \
-  template void pool_backward_box(const_block_ref<T>, const_block_ref<T>,                        \
-                                  std::vector<index_t> const&, block_ref<T>, box const&,         \
+  template void pool_forward(const_tensor_ref<T>, tensor_ref<T>, pool_params const&);              \
+  template void pool_forward_box(const_block_ref<T>, std::vector<index_t> const&, block_ref<T>,    \
+                                 box const&, pool_params const&);                                  \
+  template void pool_backward(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,             \
+                              pool_params const&);                                                 \
+  template void pool_backward_box(const_block_ref<T>, const_block_ref<T>,                          \
+                                  std::vector<index_t> const&, block_ref<T>, box const&,           \
                                   pool_params const&);
 HALOX_INSTANTIATE(float)
 HALOX_INSTANTIATE(double)

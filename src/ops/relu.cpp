@@ -47,7 +47,6 @@ void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> 
 template void relu_forward(const_tensor_ref<float>, tensor_ref<float>);
 template void relu_forward(const_tensor_ref<double>, tensor_ref<double>);
 template void relu_backward(const_tensor_ref<float>, const_tensor_ref<float>, tensor_ref<float>);
-template void relu_backward(const_tensor_ref<double>, const_tensor_ref<double>,
-                            tensor_ref<double>);
+template void relu_backward(const_tensor_ref<double>, const_tensor_ref<double>, tensor_ref<double>);
 
 } // namespace halox::ops

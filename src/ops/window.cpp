@@ -23,8 +23,8 @@ std::string where(char const* op, int dim) {
   return s + ": ";
 }
 
-index_t extent_1d(char const* op, int dim, index_t in, index_t k, index_t s, index_t pl,
-                  index_t ph, index_t d) {
+index_t extent_1d(char const* op, int dim, index_t in, index_t k, index_t s, index_t pl, index_t ph,
+                  index_t d) {
   std::string at = where(op, dim);
   HALOX_REQUIRE(in >= 0, bad, at + "input extent " + std::to_string(in) + " is negative");
   HALOX_REQUIRE(k >= 1, bad, at + "kernel size " + std::to_string(k) + " must be >= 1");
@@ -106,13 +106,13 @@ std::vector<index_t> resolve(char const* op, char const* name, std::vector<index
   else
     r = v;
   HALOX_REQUIRE(static_cast<int>(r.size()) == nsp, bad,
-                std::string(op) + ": " + name + " " + fmt(v) + " has " +
-                    std::to_string(v.size()) + " entries for " + std::to_string(nsp) +
+                std::string(op) + ": " + name + " " + fmt(v) + " has " + std::to_string(v.size()) +
+                    " entries for " + std::to_string(nsp) +
                     " spatial dimensions; give none, one, or one per spatial dimension");
   for (index_t x : r)
     HALOX_REQUIRE(x >= min, bad,
-                  std::string(op) + ": " + name + " " + fmt(v) + " has value " +
-                      std::to_string(x) + "; every entry must be >= " + std::to_string(min));
+                  std::string(op) + ": " + name + " " + fmt(v) + " has value " + std::to_string(x) +
+                      "; every entry must be >= " + std::to_string(min));
   return r;
 }
 
@@ -166,10 +166,10 @@ window3 pool_window(char const* op, std::vector<index_t> const& in_extent, pool_
   HALOX_REQUIRE(!p.kernel.empty(), bad,
                 std::string(op) + ": pool_params::kernel is empty; give the window size");
   auto k = resolve(op, "kernel", p.kernel, nsp, 1, 1);
-  window3 w = make_window(op, in_extent, k, resolve(op, "stride", p.stride.empty() ? k : p.stride, nsp, 1, 1),
-                          resolve(op, "pad_lo", p.pad_lo, nsp, 0, 0),
-                          resolve(op, "pad_hi", p.pad_hi, nsp, 0, 0),
-                          resolve(op, "dilation", p.dilation, nsp, 1, 1));
+  window3 w = make_window(
+      op, in_extent, k, resolve(op, "stride", p.stride.empty() ? k : p.stride, nsp, 1, 1),
+      resolve(op, "pad_lo", p.pad_lo, nsp, 0, 0), resolve(op, "pad_hi", p.pad_hi, nsp, 0, 0),
+      resolve(op, "dilation", p.dilation, nsp, 1, 1));
   if (p.kind == pool_kind::max || !p.count_include_pad)
     for (int i = 0; i < nsp; ++i) require_real_taps(op, i, w, s3 - nsp + i);
   return w;
@@ -207,6 +207,16 @@ box3 intersect3(box3 const& a, box3 const& b) {
   return r;
 }
 
+namespace {
+// Empty boxes come back as [0, 0) in every dimension, whatever the arithmetic produced.
+box3 canonical(box3 const& b) {
+  if (b.volume() != 0) return b;
+  box3 r;
+  for (int d = 0; d < s3; ++d) r.lo[d] = r.hi[d] = 0;
+  return r;
+}
+} // namespace
+
 box3 input_footprint(window3 const& w, box3 const& out) {
   box3 r;
   if (out.volume() == 0) {
@@ -217,7 +227,7 @@ box3 input_footprint(window3 const& w, box3 const& out) {
     r.lo[d] = out.lo[d] * w.s[d] - w.pl[d];
     r.hi[d] = (out.hi[d] - 1) * w.s[d] - w.pl[d] + (w.k[d] - 1) * w.d[d] + 1;
   }
-  return intersect3(r, w.in_box());
+  return canonical(intersect3(r, w.in_box()));
 }
 
 box3 output_footprint(window3 const& w, box3 const& in) {
@@ -230,11 +240,10 @@ box3 output_footprint(window3 const& w, box3 const& in) {
     r.lo[d] = ceil_div(in.lo[d] + w.pl[d] - (w.k[d] - 1) * w.d[d], w.s[d]);
     r.hi[d] = floor_div(in.hi[d] - 1 + w.pl[d], w.s[d]) + 1;
   }
-  return intersect3(r, w.out_box());
+  return canonical(intersect3(r, w.out_box()));
 }
 
-void require_inside(char const* op, char const* name, box3 const& b, window3 const& w,
-                    bool input) {
+void require_inside(char const* op, char const* name, box3 const& b, window3 const& w, bool input) {
   box3 all = input ? w.in_box() : w.out_box();
   bool ok = true;
   for (int d = 0; d < s3; ++d) ok = ok && b.lo[d] >= 0 && b.hi[d] <= all.hi[d];
@@ -287,9 +296,8 @@ block3<T> to_block3(char const* op, char const* name, block_ref<T> const& b, int
   return r;
 }
 
-template <class T>
-void require_covers(char const* op, char const* name, block3<T> const& b, box3 const& need,
-                    int nsp, char const* why) {
+template <class T> void require_covers(char const* op, char const* name, block3<T> const& b,
+                                       box3 const& need, int nsp, char const* why) {
   if (need.volume() == 0) return;
   box3 have = b.covers();
   bool ok = true;
@@ -308,16 +316,16 @@ template block3<float> to_block3(char const*, char const*, block_ref<float> cons
 template block3<double> to_block3(char const*, char const*, block_ref<double> const&, int);
 template block3<float const> to_block3(char const*, char const*, block_ref<float const> const&,
                                        int);
-template block3<double const> to_block3(char const*, char const*,
-                                        block_ref<double const> const&, int);
+template block3<double const> to_block3(char const*, char const*, block_ref<double const> const&,
+                                        int);
 template void require_covers(char const*, char const*, block3<float> const&, box3 const&, int,
                              char const*);
 template void require_covers(char const*, char const*, block3<double> const&, box3 const&, int,
                              char const*);
-template void require_covers(char const*, char const*, block3<float const> const&, box3 const&,
+template void require_covers(char const*, char const*, block3<float const> const&, box3 const&, int,
+                             char const*);
+template void require_covers(char const*, char const*, block3<double const> const&, box3 const&,
                              int, char const*);
-template void require_covers(char const*, char const*, block3<double const> const&,
-                             box3 const&, int, char const*);
 
 } // namespace detail
 
@@ -325,8 +333,7 @@ template void require_covers(char const*, char const*, block3<double const> cons
 
 index_t conv_output_extent(index_t in, index_t kernel, index_t stride, index_t pad_lo,
                            index_t pad_hi, index_t dilation) {
-  return detail::extent_1d("conv_output_extent", -1, in, kernel, stride, pad_lo, pad_hi,
-                           dilation);
+  return detail::extent_1d("conv_output_extent", -1, in, kernel, stride, pad_lo, pad_hi, dilation);
 }
 
 namespace detail {
@@ -368,8 +375,7 @@ void require_shape(char const* op, char const* name, std::vector<index_t> const&
 } // namespace detail
 
 std::vector<index_t> conv_output_shape(std::vector<index_t> const& x_shape,
-                                       std::vector<index_t> const& w_shape,
-                                       conv_params const& p) {
+                                       std::vector<index_t> const& w_shape, conv_params const& p) {
   return detail::conv_shape("conv_output_shape", x_shape, w_shape, p);
 }
 

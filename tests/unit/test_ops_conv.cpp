@@ -38,7 +38,11 @@ std::vector<conv_case> cases() {
        3,
        {{3, 2, 3}, {1, 2, 1}, {1, 0, 2}, {0, 1, 1}, {1, 1, 2}},
        true},
-      {"strided_3d", {2, 1, 6, 5, 7}, 2, {{2, 3, 3}, {2, 2, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, false},
+      {"strided_3d",
+       {2, 1, 6, 5, 7},
+       2,
+       {{2, 3, 3}, {2, 2, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+       false},
       {"one_d", {2, 2, 11}, 3, {{3}, {3}, {2}, {1}, {1}}, true},
   };
 }
@@ -92,9 +96,9 @@ TEST(OpsConv, HandChecked2x2) {
   std::vector<double> yp(16);
   ops::conv_forward<double>({x.data(), {1, 1, 3, 3}}, {w.data(), {1, 1, 2, 2}}, nullptr,
                             {yp.data(), {1, 1, 4, 4}}, {{}, {1}, {1}, {}});
-  EXPECT_DOUBLE_EQ(yp[0], -1.0);  // 0 - x[0][0]
-  EXPECT_DOUBLE_EQ(yp[15], 9.0);  // x[2][2] - 0
-  EXPECT_DOUBLE_EQ(yp[5], -4.0);  // x[0][0] - x[1][1]
+  EXPECT_DOUBLE_EQ(yp[0], -1.0); // 0 - x[0][0]
+  EXPECT_DOUBLE_EQ(yp[15], 9.0); // x[2][2] - 0
+  EXPECT_DOUBLE_EQ(yp[5], -4.0); // x[0][0] - x[1][1]
 }
 
 TEST(OpsConv, MatchesNaiveDouble) {
@@ -160,9 +164,9 @@ TEST(OpsConv, SubBoxesEqualWholeForwardAndBackward) {
     for (box const& ib : partition(in, icuts)) {
       box fp = ops::conv_output_footprint(ib, in, c.win.kernel, p);
       auto dyl = extract(d.dy, ys, lo_of(fp), ext_of(fp));
-      ops::conv_backward_data_box<double>({{dyl.data(), cat({ys[0], ys[1]}, ext_of(fp))}, lo_of(fp)},
-                                          in, {d.w.data(), c.w_shape()}, {{dx2.data(), c.x_shape}},
-                                          ib, p);
+      ops::conv_backward_data_box<double>(
+          {{dyl.data(), cat({ys[0], ys[1]}, ext_of(fp))}, lo_of(fp)}, in, {d.w.data(), c.w_shape()},
+          {{dx2.data(), c.x_shape}}, ib, p);
     }
     EXPECT_LE(max_abs_diff(dx2, dx), 1e-12);
   }
@@ -192,8 +196,8 @@ TEST(OpsConv, HaloedStridedInputNeverReadsPaddingFromMemory) {
   EXPECT_LE(max_abs_diff(y2, y), 1e-12);
 
   // The same through sub_box: the owned part only, strides of the big buffer.
-  auto owned = ops::sub_box(whole, make_box({0, 0, h, h}, {big[0], big[1], h + c.x_shape[2],
-                                                           h + c.x_shape[3]}));
+  auto owned = ops::sub_box(
+      whole, make_box({0, 0, h, h}, {big[0], big[1], h + c.x_shape[2], h + c.x_shape[3]}));
   std::vector<double> y3(y.size());
   ops::conv_forward<double>(owned, {d.w.data(), c.w_shape()}, d.b.data(), {y3.data(), ys}, p);
   EXPECT_LE(max_abs_diff(y3, y), 1e-12);
@@ -246,7 +250,8 @@ template <class F> void expect_error(F&& f, std::vector<std::string> const& part
   } catch (halox::error const& e) {
     EXPECT_EQ(e.code(), halox::errc::invalid_argument);
     for (auto const& s : parts)
-      EXPECT_NE(e.message().find(s), std::string::npos) << "missing '" << s << "' in: " << e.message();
+      EXPECT_NE(e.message().find(s), std::string::npos)
+          << "missing '" << s << "' in: " << e.message();
   }
 }
 
@@ -255,37 +260,65 @@ TEST(OpsConv, ErrorsNameTheValueAndTheFix) {
   ops::const_tensor_ref<double> xr{x.data(), {2, 3, 6, 6}}, wr{w.data(), {4, 3, 3, 3}};
   ops::tensor_ref<double> yr{y.data(), {2, 4, 4, 4}};
   // Channel mismatch.
-  expect_error([&] { ops::conv_forward<double>(xr, {w.data(), {4, 2, 3, 3}}, nullptr, yr, {}); },
-               {"3 channels", "[4, 2, 3, 3]", "[Cout, 3, k...]"});
+  expect_error(
+      [&] {
+        ops::conv_forward<double>(xr, {w.data(), {4, 2, 3, 3}}, nullptr, yr, {});
+      },
+      {"3 channels", "[4, 2, 3, 3]", "[Cout, 3, k...]"});
   // Kernel larger than the padded input.
   expect_error(
-      [&] { ops::conv_forward<double>(xr, {w.data(), {1, 3, 7, 1}}, nullptr, yr, {}); },
+      [&] {
+        ops::conv_forward<double>(xr, {w.data(), {1, 3, 7, 1}}, nullptr, yr, {});
+      },
       {"dilated kernel extent 7", "padded input 6"});
   // Non-positive stride and dilation.
-  expect_error([&] { ops::conv_forward<double>(xr, wr, nullptr, yr, {{0}, {}, {}, {}}); },
-               {"stride", ">= 1"});
-  expect_error([&] { ops::conv_forward<double>(xr, wr, nullptr, yr, {{}, {}, {}, {-1}}); },
-               {"dilation", ">= 1"});
-  expect_error([&] { ops::conv_forward<double>(xr, wr, nullptr, yr, {{}, {-1}, {}, {}}); },
-               {"pad_lo", ">= 0"});
-  expect_error([&] { ops::conv_forward<double>(xr, wr, nullptr, yr, {{1, 1, 1}, {}, {}, {}}); },
-               {"stride", "3 entries for 2 spatial dimensions"});
+  expect_error(
+      [&] {
+        ops::conv_forward<double>(xr, wr, nullptr, yr, {{0}, {}, {}, {}});
+      },
+      {"stride", ">= 1"});
+  expect_error(
+      [&] {
+        ops::conv_forward<double>(xr, wr, nullptr, yr, {{}, {}, {}, {-1}});
+      },
+      {"dilation", ">= 1"});
+  expect_error(
+      [&] {
+        ops::conv_forward<double>(xr, wr, nullptr, yr, {{}, {-1}, {}, {}});
+      },
+      {"pad_lo", ">= 0"});
+  expect_error(
+      [&] {
+        ops::conv_forward<double>(xr, wr, nullptr, yr, {{1, 1, 1}, {}, {}, {}});
+      },
+      {"stride", "3 entries for 2 spatial dimensions"});
   // Wrong ranks.
-  expect_error([&] { ops::conv_forward<double>({x.data(), {6, 6}}, wr, nullptr, yr, {}); },
-               {"rank 2", "NCHW"});
-  expect_error([&] { ops::conv_forward<double>(xr, {w.data(), {4, 3, 3}}, nullptr, yr, {}); },
-               {"[4, 3, 3]", "[Cout, Cin, k...]"});
+  expect_error(
+      [&] {
+        ops::conv_forward<double>({x.data(), {6, 6}}, wr, nullptr, yr, {});
+      },
+      {"rank 2", "NCHW"});
+  expect_error(
+      [&] {
+        ops::conv_forward<double>(xr, {w.data(), {4, 3, 3}}, nullptr, yr, {});
+      },
+      {"[4, 3, 3]", "[Cout, Cin, k...]"});
   // Output shape inconsistent with the formula: the expected shape is named.
-  expect_error([&] { ops::conv_forward<double>(xr, wr, nullptr, {y.data(), {2, 4, 5, 5}}, {}); },
-               {"[2, 4, 5, 5]", "expected [2, 4, 4, 4]"});
-  expect_error([&] { ops::conv_backward_data<double>({y.data(), {2, 4, 3, 4}}, wr,
-                                                     {x.data(), {2, 3, 6, 6}}, {}); },
-               {"expected [2, 4, 4, 4]"});
+  expect_error(
+      [&] {
+        ops::conv_forward<double>(xr, wr, nullptr, {y.data(), {2, 4, 5, 5}}, {});
+      },
+      {"[2, 4, 5, 5]", "expected [2, 4, 4, 4]"});
+  expect_error(
+      [&] {
+        ops::conv_backward_data<double>({y.data(), {2, 4, 3, 4}}, wr, {x.data(), {2, 3, 6, 6}}, {});
+      },
+      {"expected [2, 4, 4, 4]"});
   // A block that misses part of the footprint, and a box outside the output.
   expect_error(
       [&] {
-        ops::conv_forward_box<double>({{x.data(), {2, 3, 3, 6}}, {0, 0}}, {6, 6}, wr, nullptr,
-                                      {yr}, make_box({0, 0}, {4, 4}), {});
+        ops::conv_forward_box<double>({{x.data(), {2, 3, 3, 6}}, {0, 0}}, {6, 6}, wr, nullptr, {yr},
+                                      make_box({0, 0}, {4, 4}), {});
       },
       {"x covers global [0, 3) x [0, 6)", "needs [0, 6) x [0, 6)", "halo"});
   expect_error(

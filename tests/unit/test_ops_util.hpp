@@ -56,9 +56,9 @@ struct window_cfg {
 inline std::vector<index_t> out_extent(std::vector<index_t> const& in, window_cfg const& c) {
   std::vector<index_t> o(in.size());
   for (std::size_t d = 0; d < in.size(); ++d)
-    o[d] = (in[d] + c.pad_lo[d] + c.pad_hi[d] - c.dilation[d] * (c.kernel[d] - 1) - 1) /
-               c.stride[d] +
-           1;
+    o[d] =
+        (in[d] + c.pad_lo[d] + c.pad_hi[d] - c.dilation[d] * (c.kernel[d] - 1) - 1) / c.stride[d] +
+        1;
   return o;
 }
 
@@ -68,8 +68,7 @@ inline halox::ops::conv_params conv_params_of(window_cfg const& c) {
 
 /// Global input position of output `o` and tap `k`; `valid` false when it is padding.
 inline std::vector<index_t> tap(std::vector<index_t> const& o, std::vector<index_t> const& k,
-                                std::vector<index_t> const& in, window_cfg const& c,
-                                bool& valid) {
+                                std::vector<index_t> const& in, window_cfg const& c, bool& valid) {
   std::vector<index_t> g(o.size());
   valid = true;
   for (std::size_t d = 0; d < o.size(); ++d) {

@@ -68,25 +68,22 @@ void bn_merge_stats(bn_stats& into, bn_stats const& other);
 /// Batch moments from the merged statistics (biased variance); when `running_mean` and
 /// `running_var` are non-null (length C) updates them with `momentum` and the unbiased
 /// variance. Requires count >= 2 (one value per channel has no variance to learn).
-template <class T>
-[[nodiscard]] bn_moments bn_finalize_stats(bn_stats const& total, double eps, double momentum,
-                                           T* running_mean, T* running_var);
+template <class T> [[nodiscard]] bn_moments bn_finalize_stats(bn_stats const& total, double eps,
+                                                              double momentum, T* running_mean,
+                                                              T* running_var);
 
 /// Inference moments from running statistics (length `channels`).
-template <class T>
-[[nodiscard]] bn_moments bn_inference_moments(T const* running_mean, T const* running_var,
-                                              index_t channels, double eps);
+template <class T> [[nodiscard]] bn_moments
+bn_inference_moments(T const* running_mean, T const* running_var, index_t channels, double eps);
 
 /// y = (x - mean) * invstd * gamma + beta. `gamma` and `beta` may be null (1 and 0); `y` may
 /// be `x` itself.
-template <class T>
-void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
-              tensor_ref<T> y);
+template <class T> void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,
+                                 T const* beta, tensor_ref<T> y);
 
 /// Partial backward sums of a block: sum of dy and of dy * xhat per channel.
-template <class T>
-[[nodiscard]] bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
-                                               bn_moments const& m);
+template <class T> [[nodiscard]] bn_grad_sums
+bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m);
 
 /// Adds `other` into `into` (same channel count; either may be empty).
 void bn_merge_grad_sums(bn_grad_sums& into, bn_grad_sums const& other);
@@ -96,24 +93,21 @@ void bn_merge_grad_sums(bn_grad_sums& into, bn_grad_sums const& other);
 /// dx = gamma * invstd * dy, and `total` is not read. `gamma` may be null (1); `dx` may be `dy`.
 template <class T>
 void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
-                       T const* gamma, bn_grad_sums const& total, bool training,
-                       tensor_ref<T> dx);
+                       T const* gamma, bn_grad_sums const& total, bool training, tensor_ref<T> dx);
 
 /// dgamma = sum_dy_xhat and dbeta = sum_dy (overwritten; either pointer may be null).
 template <class T> void bn_param_grads(bn_grad_sums const& total, T* dgamma, T* dbeta);
 
 /// Serial forward in one call; returns the moments used, which the backward pass needs.
 /// Training updates the running statistics when they are non-null; inference reads them.
-template <class T>
-bn_moments batch_norm_forward(const_tensor_ref<T> x, T const* gamma, T const* beta,
-                              T* running_mean, T* running_var, tensor_ref<T> y,
-                              bn_params const& p);
+template <class T> bn_moments batch_norm_forward(const_tensor_ref<T> x, T const* gamma,
+                                                 T const* beta, T* running_mean, T* running_var,
+                                                 tensor_ref<T> y, bn_params const& p);
 
 /// Serial backward in one call: dx, and dgamma / dbeta when non-null (overwritten). `saved`
 /// is what `batch_norm_forward` returned.
 template <class T>
 void batch_norm_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& saved,
-                         T const* gamma, tensor_ref<T> dx, T* dgamma, T* dbeta,
-                         bn_params const& p);
+                         T const* gamma, tensor_ref<T> dx, T* dgamma, T* dbeta, bn_params const& p);
 
 } // namespace halox::ops

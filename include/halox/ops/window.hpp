@@ -50,8 +50,8 @@ struct pool_params {
 
 /// Output extent along one dimension; throws `halox::error` (invalid_argument) when a
 /// parameter is out of range or the dilated kernel is larger than the padded input.
-[[nodiscard]] index_t conv_output_extent(index_t in, index_t kernel, index_t stride,
-                                         index_t pad_lo, index_t pad_hi, index_t dilation);
+[[nodiscard]] index_t conv_output_extent(index_t in, index_t kernel, index_t stride, index_t pad_lo,
+                                         index_t pad_hi, index_t dilation);
 
 /// Output shape [N, Cout, out...] of a convolution of `x_shape` [N, Cin, in...] with weights
 /// `w_shape` [Cout, Cin, k...]; checks ranks, channels and parameters.
@@ -64,13 +64,15 @@ struct pool_params {
                                                      pool_params const& p);
 
 /// Global input box (spatial dims, clipped to `[0, in_extent)`) that a convolution reads to
-/// compute the output box `out_box`: the halo a distributed forward needs. May be empty when
-/// the outputs read padding only.
+/// compute the output box `out_box`: the halo a distributed forward needs. It is the span of
+/// the windows (taps skipped by dilation or stride inside it are included); when the outputs
+/// read padding only it is empty, returned as `[0, 0)` in every dimension.
 [[nodiscard]] box conv_input_footprint(box const& out_box, std::vector<index_t> const& in_extent,
                                        std::vector<index_t> const& kernel, conv_params const& p);
 
 /// Global output box (clipped to the output extent) of every output position whose window
 /// touches the input box `in_box`: the part of dy that backward-data needs for `in_box`.
+/// Empty results are `[0, 0)` in every dimension.
 [[nodiscard]] box conv_output_footprint(box const& in_box, std::vector<index_t> const& in_extent,
                                         std::vector<index_t> const& kernel, conv_params const& p);
 
