@@ -1,0 +1,198 @@
+#include "plan/redist_planner.hpp"
+
+#include <halox/error.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+namespace halox::detail {
+
+namespace {
+// First p in [0, n) for which pred(p) is false, given that pred is true on a prefix.
+template <class Pred> int partition_point(int n, Pred pred) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    int const mid = lo + (hi - lo) / 2;
+    if (pred(mid))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+int plan_rank(redist_side const& s, int grid_rank) {
+  return s.plan_ranks.empty() ? grid_rank : s.plan_ranks[grid_rank];
+}
+
+slot_layout layout_of(redist_side const& s) {
+  distribution const& d = *s.dist;
+  slot_layout l;
+  l.type = d.type();
+  l.elem_size = size_of(d.type());
+  if (s.rank < 0) {
+    // Not a member: the slot holds no region; unit strides keep the layout well formed.
+    l.strides.assign(d.ndim(), 1);
+    return l;
+  }
+  l.strides = s.strides.empty() ? d.default_strides(s.rank) : s.strides;
+  l.elements = required_elements(d.local_shape(s.rank), l.strides);
+  return l;
+}
+
+// Global box `g` in the local allocated coordinates of `rank`'s buffer on `dist`.
+box to_local(distribution const& dist, int rank, box const& g) {
+  auto const c = dist.coords_of(rank);
+  index_t delta[max_dims];
+  for (int d = 0; d < dist.ndim(); ++d)
+    delta[d] = dist.options(d).halo_lo - dist.part_start(d, c[d]);
+  return shifted(g, delta);
+}
+
+void check_side(redist_side const& s, char const* which) {
+  HALOX_REQUIRE(s.dist != nullptr, errc::internal, std::string(which) + " distribution missing");
+  HALOX_REQUIRE(s.rank >= -1 && s.rank < s.dist->nranks(), errc::internal,
+                std::string(which) + " rank " + std::to_string(s.rank) + " outside its grid");
+  HALOX_REQUIRE(s.plan_ranks.empty() || static_cast<int>(s.plan_ranks.size()) == s.dist->nranks(),
+                errc::internal,
+                std::string(which) + " rank map has " + std::to_string(s.plan_ranks.size()) +
+                    " entries for a grid of " + std::to_string(s.dist->nranks()));
+}
+
+// Visits every non-empty block of `other` that intersects `mine` (a non-empty global box),
+// in lexicographic order of the other side's grid coordinates (dimension 0 outermost), as
+// f(other grid rank, global intersection box).
+template <class F> void for_each_overlap(distribution const& other, box const& mine, F&& f) {
+  int const nd = other.ndim();
+  std::vector<part_range> ranges(nd);
+  for (int d = 0; d < nd; ++d) {
+    ranges[d] = overlapping_parts(other, d, mine.lo[d], mine.hi[d]);
+    if (ranges[d].first >= ranges[d].last) return;
+  }
+  coords_t c(nd);
+  for (int d = 0; d < nd; ++d) c[d] = ranges[d].first;
+  while (true) {
+    box g;
+    g.nd = nd;
+    for (int d = 0; d < nd; ++d) {
+      index_t const s = other.part_start(d, c[d]);
+      g.lo[d] = std::max(mine.lo[d], s);
+      g.hi[d] = std::min(mine.hi[d], s + other.part_size(d, c[d]));
+    }
+    if (!g.empty()) f(other.rank_of(c), g); // empty parts inside the range own nothing
+    int d = nd - 1;
+    while (d >= 0 && ++c[d] == ranges[d].last) {
+      c[d] = ranges[d].first;
+      --d;
+    }
+    if (d < 0) return;
+  }
+}
+} // namespace
+
+std::string shape_str(std::vector<index_t> const& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) os << (d ? "x" : "") << shape[d];
+  os << "]";
+  return os.str();
+}
+
+void check_same_tensor(distribution const& src, distribution const& dst) {
+  HALOX_REQUIRE(src.shape() == dst.shape(), errc::invalid_argument,
+                "the source global shape " + shape_str(src.shape()) +
+                    " differs from the destination global shape " + shape_str(dst.shape()) +
+                    "; a redistribution moves one global tensor, so both descriptors need the "
+                    "same global shape");
+  HALOX_REQUIRE(src.type() == dst.type(), errc::invalid_argument,
+                std::string("the source dtype ") + to_string(src.type()) +
+                    " differs from the destination dtype " + to_string(dst.type()) +
+                    "; a redistribution does not convert elements, describe both sides with the "
+                    "same dtype");
+}
+
+part_range overlapping_parts(distribution const& dist, int d, index_t lo, index_t hi) {
+  int const n = dist.parts()[d];
+  part_range r;
+  r.first =
+      partition_point(n, [&](int p) { return dist.part_start(d, p) + dist.part_size(d, p) <= lo; });
+  r.last = partition_point(n, [&](int p) { return dist.part_start(d, p) < hi; });
+  if (r.last < r.first) r.last = r.first;
+  return r;
+}
+
+schedule plan_redistribution(redist_side const& src, redist_side const& dst) {
+  check_side(src, "source");
+  check_side(dst, "destination");
+  check_same_tensor(*src.dist, *dst.dist);
+  schedule sch;
+  sch.slots = {layout_of(src), layout_of(dst)};
+
+  int const me =
+      src.rank >= 0 ? plan_rank(src, src.rank) : (dst.rank >= 0 ? plan_rank(dst, dst.rank) : -1);
+  HALOX_REQUIRE(src.rank < 0 || dst.rank < 0 || plan_rank(dst, dst.rank) == me, errc::internal,
+                "the source and destination rank maps disagree on the calling process");
+
+  // Sends, and the local copy when the destination owner is this very process.
+  if (src.rank >= 0 && !src.dist->empty(src.rank)) {
+    for_each_overlap(*dst.dist, src.dist->owned_box(src.rank), [&](int q, box const& g) {
+      region const from{0, to_local(*src.dist, src.rank, g)};
+      int const peer = plan_rank(dst, q);
+      if (peer == me)
+        sch.copies.push_back({from, {1, to_local(*dst.dist, q, g)}});
+      else
+        sch.sends.push_back({peer, {from}, 0});
+    });
+  }
+  // Receives; the part this process sends to itself was recorded above as the local copy.
+  if (dst.rank >= 0 && !dst.dist->empty(dst.rank)) {
+    for_each_overlap(*src.dist, dst.dist->owned_box(dst.rank), [&](int q, box const& g) {
+      int const peer = plan_rank(src, q);
+      if (peer != me) sch.recvs.push_back({peer, {{1, to_local(*dst.dist, dst.rank, g)}}, 0});
+    });
+  }
+  sch.finalize();
+  return sch;
+}
+
+std::vector<std::int64_t> encode_distribution(distribution const& dist) {
+  std::vector<std::int64_t> out{dist.ndim(), static_cast<std::int64_t>(dist.type())};
+  for (int d = 0; d < dist.ndim(); ++d) {
+    auto const& o = dist.options(d);
+    out.insert(out.end(), {dist.shape()[d], dist.parts()[d], o.halo_lo, o.halo_hi,
+                           o.periodic ? 1 : 0, o.sizes.empty() ? 0 : 1});
+    if (!o.sizes.empty())
+      for (int p = 0; p < dist.parts()[d]; ++p) out.push_back(dist.part_size(d, p));
+  }
+  return out;
+}
+
+distribution decode_distribution(std::int64_t const* data, std::size_t n) {
+  std::size_t pos = 0;
+  auto next = [&]() -> std::int64_t {
+    HALOX_REQUIRE(pos < n, errc::internal, "truncated distribution encoding");
+    return data[pos++];
+  };
+  int const nd = static_cast<int>(next());
+  HALOX_REQUIRE(nd >= 1 && nd <= max_dims, errc::internal, "bad rank in distribution encoding");
+  auto const type = static_cast<dtype>(next());
+  std::vector<index_t> shape(nd);
+  std::vector<int> parts(nd);
+  std::vector<dim_options> opts(nd);
+  for (int d = 0; d < nd; ++d) {
+    shape[d] = next();
+    parts[d] = static_cast<int>(next());
+    opts[d].halo_lo = static_cast<int>(next());
+    opts[d].halo_hi = static_cast<int>(next());
+    opts[d].periodic = next() != 0;
+    if (next() != 0) {
+      HALOX_REQUIRE(parts[d] >= 1 && static_cast<std::size_t>(parts[d]) <= n - pos, errc::internal,
+                    "truncated distribution encoding");
+      for (int p = 0; p < parts[d]; ++p) opts[d].sizes.push_back(next());
+    }
+  }
+  HALOX_REQUIRE(pos == n, errc::internal, "trailing data in distribution encoding");
+  return distribution(std::move(shape), type, std::move(parts), std::move(opts));
+}
+
+} // namespace halox::detail
