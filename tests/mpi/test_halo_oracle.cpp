@@ -18,7 +18,6 @@ TEST_P(HaloOracle, RandomCasesMatchSerialDefinition) {
     auto const r = verify::run_halo_case(c, GetParam(), MPI_COMM_WORLD);
     EXPECT_EQ(r.forward.mismatches, 0u) << c.str() << ": " << r.forward.first_error;
     EXPECT_EQ(r.reverse.mismatches, 0u) << c.str() << ": " << r.reverse.first_error;
-    EXPECT_GT(r.forward.checked + r.reverse.checked, 0u);
   }
 }
 
