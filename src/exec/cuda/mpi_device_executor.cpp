@@ -1,0 +1,104 @@
+// cuda_aware_mpi and staged_mpi: pack on the device, MPI point-to-point, unpack on the device.
+//
+// start: post the receives; enqueue the pack on the caller's stream (after the caller's earlier
+// work); staged: enqueue the copy of the send area to pinned host memory; record an event and
+// synchronise on that event only (MPI must not read the send area before it is written); post
+// the sends. wait: complete the receives; staged: enqueue the copy of the receive area to the
+// device; enqueue the unpack; complete the sends. The host never waits for the unpack: later
+// work on the stream is ordered after it.
+
+#include "exec/cuda/device_backends.hpp"
+#include "exec/cuda/device_pack.hpp"
+#include "exec/cuda/stream_order.hpp"
+
+#include <halox/error.hpp>
+
+#include <vector>
+
+namespace halox::detail {
+
+namespace {
+
+class mpi_device_executor final : public executor {
+public:
+  mpi_device_executor(schedule s, exec_config const& cfg, bool staged)
+      : executor(std::move(s), cfg), staged_(staged), pack_(sched_, {true, true, cfg.fill_value}),
+        packed_(make_sync_event()) {
+    if (!staged_) require_cuda_aware_mpi(cfg_.comm, kind());
+    auto const& l = pack_.layout();
+    if (staged_) host_ = make_pinned(static_cast<std::size_t>(l.recv_lo + l.recv_bytes));
+    reqs_.assign(sched_.recvs.size() + sched_.sends.size(), MPI_REQUEST_NULL);
+  }
+
+  void start(void* const* bufs, combine_op op, void* stream) override {
+    auto const st = static_cast<cudaStream_t>(stream);
+    bufs_ = bufs;
+    op_ = op;
+    auto const& l = pack_.layout();
+    unsigned char* base = staged_ ? static_cast<unsigned char*>(host_.get()) : pack_.stream();
+    std::size_t const nr = sched_.recvs.size();
+    if (nr > 0) order_.host_wait_unpacked(); // the landing area is free again
+    for (std::size_t i = 0; i < nr; ++i) {
+      auto const& m = sched_.recvs[i];
+      HALOX_MPI_CHECK(MPI_Irecv(base + l.recv_offset[i], mpi_count(m.bytes), MPI_BYTE, m.peer, 0,
+                                cfg_.comm, &reqs_[i]));
+    }
+    pack_.pack(bufs, st);
+    if (!sched_.sends.empty()) {
+      if (staged_)
+        HALOX_CUDA_CHECK(cudaMemcpyAsync(host_.get(), pack_.stream(),
+                                         static_cast<std::size_t>(l.send_bytes),
+                                         cudaMemcpyDeviceToHost, st));
+      HALOX_CUDA_CHECK(cudaEventRecord(packed_.get(), st));
+      HALOX_CUDA_CHECK(cudaEventSynchronize(packed_.get()));
+      for (std::size_t i = 0; i < sched_.sends.size(); ++i) {
+        auto const& m = sched_.sends[i];
+        HALOX_MPI_CHECK(MPI_Isend(base + l.send_offset[i], mpi_count(m.bytes), MPI_BYTE, m.peer, 0,
+                                  cfg_.comm, &reqs_[nr + i]));
+      }
+    }
+    order_.started(st);
+  }
+
+  void wait(void* stream) override {
+    auto const st = static_cast<cudaStream_t>(stream);
+    auto const& l = pack_.layout();
+    std::size_t const nr = sched_.recvs.size();
+    order_.join(st);
+    if (nr > 0) {
+      HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(nr), reqs_.data(), MPI_STATUSES_IGNORE));
+      if (staged_)
+        HALOX_CUDA_CHECK(cudaMemcpyAsync(
+            pack_.stream() + l.recv_lo, static_cast<unsigned char*>(host_.get()) + l.recv_lo,
+            static_cast<std::size_t>(l.recv_bytes), cudaMemcpyHostToDevice, st));
+    }
+    pack_.unpack(bufs_, op_, st);
+    order_.unpacked(st);
+    if (!sched_.sends.empty())
+      HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(sched_.sends.size()), reqs_.data() + nr,
+                                  MPI_STATUSES_IGNORE));
+  }
+
+  [[nodiscard]] backend kind() const noexcept override {
+    return staged_ ? backend::staged_mpi : backend::cuda_aware_mpi;
+  }
+
+private:
+  bool staged_;
+  device_pack pack_;
+  unique_event packed_;
+  unique_pinned host_; // staged: the send and receive areas of the stream, in host memory
+  stream_order order_; // after the buffers: its destructor waits for the last unpack
+  std::vector<MPI_Request> reqs_; // receives first, then sends
+  void* const* bufs_ = nullptr;
+  combine_op op_ = combine_op::replace;
+};
+
+} // namespace
+
+std::unique_ptr<executor> make_mpi_device_executor(schedule const& s, exec_config const& cfg,
+                                                   bool staged) {
+  return std::make_unique<mpi_device_executor>(s, cfg, staged);
+}
+
+} // namespace halox::detail

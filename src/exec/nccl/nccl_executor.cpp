@@ -1,0 +1,97 @@
+// nccl: pack kernel, ncclSend/ncclRecv of every message in one group, unpack kernel, all on the
+// caller's stream. The host never waits for the device: start and wait only enqueue.
+//
+// The NCCL communicator is made once, at plan time, from the plan's private communicator:
+// rank 0 creates the unique id, MPI_Bcast shares it, every rank joins with ncclCommInitRank
+// on its current device. NCCL does not allow two ranks of one communicator on the same GPU.
+
+#include "exec/nccl/nccl_executor.hpp"
+
+#include "exec/cuda/device_pack.hpp"
+#include "exec/cuda/stream_order.hpp"
+
+#include <halox/detail/cuda_handle.hpp>
+#include <halox/error.hpp>
+
+namespace halox::detail {
+
+namespace {
+
+unique_nccl_comm make_nccl_comm(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  HALOX_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HALOX_MPI_CHECK(MPI_Comm_size(comm, &size));
+  // Rank 0's failure travels with the id, so no rank is left waiting in the broadcast.
+  struct {
+    ncclUniqueId id;
+    int ok;
+  } msg{};
+  ncclResult_t rc = ncclSuccess;
+  if (rank == 0) {
+    rc = ncclGetUniqueId(&msg.id);
+    msg.ok = rc == ncclSuccess;
+  }
+  HALOX_MPI_CHECK(MPI_Bcast(&msg, sizeof msg, MPI_BYTE, 0, comm));
+  if (rank == 0 && rc != ncclSuccess) throw_nccl_error(rc, "ncclGetUniqueId", __FILE__, __LINE__);
+  HALOX_REQUIRE(msg.ok, errc::nccl_error,
+                "rank 0 of the plan could not create the NCCL unique id (see its error)");
+  unique_nccl_comm c;
+  HALOX_NCCL_CHECK(ncclCommInitRank(c.out(), size, msg.id, rank));
+  return c;
+}
+
+class nccl_executor final : public executor {
+public:
+  nccl_executor(schedule s, exec_config const& cfg)
+      : executor(std::move(s), cfg), pack_(sched_, {true, true, cfg.fill_value}),
+        comm_(make_nccl_comm(cfg_.comm)) {}
+
+  void start(void* const* bufs, combine_op op, void* stream) override {
+    auto const st = static_cast<cudaStream_t>(stream);
+    bufs_ = bufs;
+    op_ = op;
+    // The previous unpack may run on another stream; receive only after it has read the area.
+    if (!sched_.recvs.empty()) order_.stream_wait_unpacked(st);
+    pack_.pack(bufs, st);
+    if (!sched_.sends.empty() || !sched_.recvs.empty()) {
+      auto const& l = pack_.layout();
+      HALOX_NCCL_CHECK(ncclGroupStart());
+      for (std::size_t i = 0; i < sched_.recvs.size(); ++i) {
+        auto const& m = sched_.recvs[i];
+        HALOX_NCCL_CHECK(ncclRecv(pack_.stream() + l.recv_offset[i], m.bytes, ncclUint8, m.peer,
+                                  comm_.get(), st));
+      }
+      for (std::size_t i = 0; i < sched_.sends.size(); ++i) {
+        auto const& m = sched_.sends[i];
+        HALOX_NCCL_CHECK(ncclSend(pack_.stream() + l.send_offset[i], m.bytes, ncclUint8, m.peer,
+                                  comm_.get(), st));
+      }
+      HALOX_NCCL_CHECK(ncclGroupEnd());
+    }
+    order_.started(st);
+  }
+
+  void wait(void* stream) override {
+    auto const st = static_cast<cudaStream_t>(stream);
+    order_.join(st);
+    pack_.unpack(bufs_, op_, st);
+    order_.unpacked(st);
+  }
+
+  [[nodiscard]] backend kind() const noexcept override { return backend::nccl; }
+
+private:
+  device_pack pack_;
+  unique_nccl_comm comm_;
+  stream_order order_; // after the buffers: its destructor waits for the last unpack
+  void* const* bufs_ = nullptr;
+  combine_op op_ = combine_op::replace;
+};
+
+} // namespace
+
+std::unique_ptr<executor> make_nccl_executor(schedule const& s, exec_config const& cfg) {
+  return std::make_unique<nccl_executor>(s, cfg);
+}
+
+} // namespace halox::detail
