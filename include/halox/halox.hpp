@@ -12,3 +12,4 @@
 #include <halox/tensor_view.hpp>
 #include <halox/backend.hpp>
 #include <halox/halo.hpp>
+#include <halox/redistribute.hpp>

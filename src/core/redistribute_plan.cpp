@@ -1,0 +1,336 @@
+#include "core/collective_check.hpp"
+#include "core/plan_engine.hpp"
+#include "core/view_check.hpp"
+#include "exec/cpu/pack.hpp"
+#include "plan/redist_planner.hpp"
+
+#include <halox/error.hpp>
+#include <halox/redistribute.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace halox {
+
+namespace {
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return (h ^ v) * 1099511628211ull; }
+
+std::uint64_t options_hash(redistribute_options const& o) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
+  h = mix(h, static_cast<std::uint64_t>(o.method));
+  h = mix(h, static_cast<std::uint64_t>(o.memory));
+  h = mix(h, o.halo_after ? 1u : 0u);
+  if (o.halo_after) {
+    h = mix(h, static_cast<std::uint64_t>(o.halo.method));
+    h = mix(h, static_cast<std::uint64_t>(o.halo.boundary));
+  }
+  return h;
+}
+
+// Ranks in `parent` of the processes of `comm`, indexed by their rank in `comm`.
+std::vector<int> ranks_in_parent(MPI_Comm comm, MPI_Comm parent, char const* which) {
+  detail::unique_group g, pg;
+  HALOX_MPI_CHECK(MPI_Comm_group(comm, g.out()));
+  HALOX_MPI_CHECK(MPI_Comm_group(parent, pg.out()));
+  int n = 0;
+  HALOX_MPI_CHECK(MPI_Group_size(g.get(), &n));
+  std::vector<int> in(n), out(n);
+  std::iota(in.begin(), in.end(), 0);
+  HALOX_MPI_CHECK(MPI_Group_translate_ranks(g.get(), n, in.data(), pg.get(), out.data()));
+  for (int i = 0; i < n; ++i)
+    HALOX_REQUIRE(out[i] != MPI_UNDEFINED, errc::invalid_argument,
+                  "rank " + std::to_string(i) + " of the " + which +
+                      " grid's communicator is not in the parent communicator; its group must "
+                      "be a subset of the parent's: pass a parent that contains every process "
+                      "of both grids (e.g. MPI_COMM_WORLD)");
+  return out;
+}
+
+// What every process of the parent knows about one side after planning.
+struct side_info {
+  std::optional<distribution> dist;
+  std::vector<int> parent_ranks; // grid rank -> parent rank
+  long long members = 0;         // processes that passed a descriptor for this side
+};
+
+// Broadcasts the side's distribution and rank map from the parent rank `root` (one of its
+// members), so that processes outside the grid can plan against it. Layout:
+// [n, encoding(n), map].
+void share_side(MPI_Comm parent, int root, bool am_root, tensor_desc const* t,
+                std::vector<int> const& map, side_info& out) {
+  std::vector<std::int64_t> buf;
+  if (am_root) {
+    auto const enc = detail::encode_distribution(t->dist());
+    buf.push_back(static_cast<std::int64_t>(enc.size()));
+    buf.insert(buf.end(), enc.begin(), enc.end());
+    buf.insert(buf.end(), map.begin(), map.end());
+  }
+  std::int64_t n = static_cast<std::int64_t>(buf.size());
+  HALOX_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, root, parent));
+  buf.resize(static_cast<std::size_t>(n));
+  HALOX_MPI_CHECK(MPI_Bcast(buf.data(), static_cast<int>(n), MPI_INT64_T, root, parent));
+  auto const len = static_cast<std::size_t>(buf[0]);
+  out.dist.emplace(detail::decode_distribution(buf.data() + 1, len));
+  out.parent_ranks.assign(buf.begin() + 1 + static_cast<std::ptrdiff_t>(len), buf.end());
+}
+
+void check_present(long long members, char const* which) {
+  HALOX_REQUIRE(members > 0, errc::invalid_argument,
+                std::string("no process passed a ") + which +
+                    " descriptor; pass it on every process of the " + which +
+                    " grid (nullptr only outside it)");
+}
+
+void check_side(side_info const& s, tensor_desc const* t, int me, char const* which) {
+  auto const n = static_cast<long long>(s.parent_ranks.size());
+  HALOX_REQUIRE(s.members == n, errc::invalid_argument,
+                std::to_string(s.members) + " processes passed a " + which +
+                    " descriptor but its grid has " + std::to_string(n) +
+                    "; every process of the " + which + " grid must pass it, and no other");
+  if (t == nullptr) return;
+  HALOX_REQUIRE(t->dist() == *s.dist && s.parent_ranks[t->grid().rank()] == me,
+                errc::invalid_argument,
+                std::string("this process's ") + which + " descriptor " + t->dist().str() +
+                    " differs from the one of the lowest process passing a " + which +
+                    " descriptor (" + s.dist->str() +
+                    "), or lives on another communicator; pass descriptors of one tensor and one "
+                    "grid per side");
+}
+} // namespace
+
+struct redistribute_plan::impl {
+  std::optional<tensor_desc> src, dst; // this process's descriptors (members only)
+  side_info src_side, dst_side;        // both sides, known on every process
+  int parent_rank = 0;
+  std::unique_ptr<detail::plan_engine> engine;
+  std::optional<halo_plan> halo; // destination members, with halo_after
+  // No process sends a message and the buffers are on the host: every process runs its local
+  // copy itself and the executor is bypassed, which lets an in-place identity be skipped
+  // without leaving a collective backend waiting on the others.
+  bool local_only = false;
+  bool identity = false; // the local copy maps every cell onto the same offset
+  detail::schedule inverse_copies;
+  std::vector<std::byte> scratch;
+  void* bufs[2] = {nullptr, nullptr};
+  enum class phase { idle, forward, inverse } in_flight = phase::idle;
+  bool skip = false;
+  tensor_view pending_dst;
+
+  void build(MPI_Comm parent, tensor_desc const* s, tensor_desc const* d,
+             redistribute_options const& o, bool same_processes);
+  void bind(tensor_view const& s, tensor_view const& d);
+  void begin(bool inverse, stream_handle stream);
+  void finish(stream_handle stream);
+};
+
+void redistribute_plan::impl::build(MPI_Comm parent, tensor_desc const* s, tensor_desc const* d,
+                                    redistribute_options const& o, bool same_processes) {
+  HALOX_REQUIRE(parent != MPI_COMM_NULL, errc::invalid_argument,
+                "the parent communicator is MPI_COMM_NULL; pass a communicator that contains "
+                "every process of both grids");
+  HALOX_MPI_CHECK(MPI_Comm_rank(parent, &parent_rank));
+  std::vector<int> src_map, dst_map;
+  detail::collective_check(
+      parent, "redistribute_plan",
+      [&] {
+        auto available = [&](backend b) {
+          HALOX_REQUIRE(b == backend::automatic || detail::backend_available(b, o.memory),
+                        errc::unsupported,
+                        std::string("backend ") + to_string(b) +
+                            " is not available for this memory space in this build");
+        };
+        available(o.method);
+        if (o.halo_after) available(o.halo.method);
+        if (same_processes) {
+          int cmp = MPI_UNEQUAL;
+          HALOX_MPI_CHECK(MPI_Comm_compare(s->grid().comm(), d->grid().comm(), &cmp));
+          HALOX_REQUIRE(cmp != MPI_UNEQUAL, errc::invalid_argument,
+                        "the source and destination grids hold different processes; plan "
+                        "across communicators with redistribute_plan(parent, &src, &dst)");
+        }
+        if (s) src_map = ranks_in_parent(s->grid().comm(), parent, "source");
+        if (d) dst_map = ranks_in_parent(d->grid().comm(), parent, "destination");
+      },
+      [&] { return options_hash(o); });
+
+  // Each side is described to the others by its member with the lowest parent rank (MIN);
+  // the member counts (SUM) reveal processes that passed nullptr where they should not have.
+  int const none = std::numeric_limits<int>::max();
+  int roots[2] = {s ? parent_rank : none, d ? parent_rank : none}, root[2];
+  long long counts[2] = {s ? 1 : 0, d ? 1 : 0};
+  HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG_LONG, MPI_SUM, parent));
+  HALOX_MPI_CHECK(MPI_Allreduce(roots, root, 2, MPI_INT, MPI_MIN, parent));
+  check_present(counts[0], "source");
+  check_present(counts[1], "destination");
+  share_side(parent, root[0], root[0] == parent_rank, s, src_map, src_side);
+  share_side(parent, root[1], root[1] == parent_rank, d, dst_map, dst_side);
+  src_side.members = counts[0];
+  dst_side.members = counts[1];
+  detail::collective_check(
+      parent, "redistribute_plan",
+      [&] {
+        detail::check_same_tensor(*src_side.dist, *dst_side.dist);
+        check_side(src_side, s, parent_rank, "source");
+        check_side(dst_side, d, parent_rank, "destination");
+      },
+      [&] { return mix(src_side.dist->hash(), dst_side.dist->hash()); });
+  if (s) src.emplace(*s);
+  if (d) dst.emplace(*d);
+
+  detail::redist_side rs{&*src_side.dist, s ? s->grid().rank() : -1, src_side.parent_ranks,
+                         s ? s->strides() : std::vector<index_t>{}};
+  detail::redist_side rd{&*dst_side.dist, d ? d->grid().rank() : -1, dst_side.parent_ranks,
+                         d ? d->strides() : std::vector<index_t>{}};
+  detail::schedule sch = detail::plan_redistribution(rs, rd);
+
+  int const talks = sch.sends.empty() && sch.recvs.empty() ? 0 : 1;
+  int any_talks = 0;
+  HALOX_MPI_CHECK(MPI_Allreduce(&talks, &any_talks, 1, MPI_INT, MPI_MAX, parent));
+  local_only = any_talks == 0 && o.memory == memory_space::host;
+  identity = sch.slots[0].strides == sch.slots[1].strides;
+  for (auto const& c : sch.copies) identity = identity && c.src.b == c.dst.b;
+  if (local_only) {
+    inverse_copies = sch.reversed();
+    scratch.resize(detail::max_copy_bytes(sch));
+  }
+
+  std::uint64_t key = mix(options_hash(o), mix(src_side.dist->hash(), dst_side.dist->hash()));
+  for (int r : src_side.parent_ranks) key = mix(key, static_cast<std::uint64_t>(r));
+  for (int r : dst_side.parent_ranks) key = mix(key, static_cast<std::uint64_t>(r));
+  detail::engine_options eo;
+  eo.method = o.method;
+  eo.memory = o.memory;
+  eo.tune = o.tune;
+  engine = std::make_unique<detail::plan_engine>(parent, std::move(sch), eo, key);
+  // Collective over the destination grid only: every member is here (checked above).
+  if (o.halo_after && d) halo.emplace(*d, o.halo);
+}
+
+void redistribute_plan::impl::bind(tensor_view const& s, tensor_view const& d) {
+  bufs[0] = bufs[1] = nullptr;
+  skip = false;
+  if (src) {
+    detail::check_view(s, *src, "source buffer");
+    bufs[0] = s.data;
+  }
+  if (dst) {
+    detail::check_view(d, *dst, "destination buffer");
+    bufs[1] = d.data;
+  }
+  if (!src || !dst) return;
+  auto const a = reinterpret_cast<std::uintptr_t>(bufs[0]);
+  auto const b = reinterpret_cast<std::uintptr_t>(bufs[1]);
+  std::size_t const na = src->local_bytes(), nb = dst->local_bytes();
+  if (na == 0 || nb == 0 || a >= b + nb || b >= a + na) return;
+  // Overlap is safe only when the copy runs here: it is packed whole before being unpacked.
+  HALOX_REQUIRE(local_only, errc::invalid_argument,
+                "the source and destination buffers overlap on this rank, but this "
+                "redistribution exchanges messages and cannot run in place; pass a separate "
+                "destination buffer");
+  skip = a == b && identity;
+}
+
+void redistribute_plan::impl::begin(bool inverse, stream_handle stream) {
+  HALOX_REQUIRE(in_flight == phase::idle, errc::invalid_state,
+                "start called while a redistribution of this plan is still in flight; call "
+                "wait() first");
+  if (!local_only) engine->start(bufs, inverse, detail::combine_op::replace, stream);
+  in_flight = inverse ? phase::inverse : phase::forward;
+}
+
+void redistribute_plan::impl::finish(stream_handle stream) {
+  HALOX_REQUIRE(in_flight != phase::idle, errc::invalid_state,
+                "wait called without a matching start; call start() (or execute()) first");
+  bool const forward = in_flight == phase::forward;
+  in_flight = phase::idle;
+  if (!local_only)
+    engine->wait(stream);
+  else if (!skip)
+    detail::run_local_copies(forward ? engine->forward() : inverse_copies, bufs,
+                             detail::combine_op::replace, scratch.data());
+  if (forward && halo) halo->execute(pending_dst, stream);
+}
+
+redistribute_plan::redistribute_plan(tensor_desc const& src, tensor_desc const& dst,
+                                     redistribute_options const& options)
+    : impl_(std::make_unique<impl>()) {
+  impl_->build(src.grid().comm(), &src, &dst, options, true);
+}
+
+redistribute_plan::redistribute_plan(MPI_Comm parent, tensor_desc const* src,
+                                     tensor_desc const* dst, redistribute_options const& options)
+    : impl_(std::make_unique<impl>()) {
+  impl_->build(parent, src, dst, options, false);
+}
+
+redistribute_plan::~redistribute_plan() = default;
+redistribute_plan::redistribute_plan(redistribute_plan&&) noexcept = default;
+redistribute_plan& redistribute_plan::operator=(redistribute_plan&&) noexcept = default;
+
+void redistribute_plan::execute(tensor_view const& src, tensor_view const& dst,
+                                stream_handle stream) {
+  start(src, dst, stream);
+  wait(stream);
+}
+
+void redistribute_plan::start(tensor_view const& src, tensor_view const& dst,
+                              stream_handle stream) {
+  impl_->bind(src, dst);
+  impl_->pending_dst = dst;
+  impl_->begin(false, stream);
+}
+
+void redistribute_plan::wait(stream_handle stream) { impl_->finish(stream); }
+
+void redistribute_plan::execute_inverse(tensor_view const& dst, tensor_view const& src,
+                                        stream_handle stream) {
+  start_inverse(dst, src, stream);
+  wait(stream);
+}
+
+void redistribute_plan::start_inverse(tensor_view const& dst, tensor_view const& src,
+                                      stream_handle stream) {
+  impl_->bind(src, dst);
+  impl_->begin(true, stream);
+}
+
+backend redistribute_plan::selected_backend() const noexcept { return impl_->engine->selected(); }
+std::size_t redistribute_plan::bytes_sent() const noexcept {
+  return impl_->engine->forward().send_bytes();
+}
+std::size_t redistribute_plan::bytes_received() const noexcept {
+  return impl_->engine->forward().recv_bytes();
+}
+int redistribute_plan::num_peers() const noexcept {
+  std::set<int> peers;
+  for (auto const& m : impl_->engine->forward().sends) peers.insert(m.peer);
+  for (auto const& m : impl_->engine->forward().recvs) peers.insert(m.peer);
+  return static_cast<int>(peers.size());
+}
+bool redistribute_plan::is_source() const noexcept { return impl_->src.has_value(); }
+bool redistribute_plan::is_destination() const noexcept { return impl_->dst.has_value(); }
+
+std::string redistribute_plan::describe() const {
+  auto const& p = *impl_;
+  auto member = [](std::optional<tensor_desc> const& t) {
+    return t ? "grid rank " + std::to_string(t->grid().rank()) : std::string("not a member");
+  };
+  std::ostringstream os;
+  os << "redistribute_plan on rank " << p.parent_rank << " of its communicator:"
+     << "\n  source      " << p.src_side.dist->str() << " (this rank: " << member(p.src) << ")"
+     << "\n  destination " << p.dst_side.dist->str() << " (this rank: " << member(p.dst) << ")"
+     << "\n  " << p.engine->summary();
+  if (p.local_only) os << "\n  no process exchanges messages: local copies run without MPI";
+  if (p.halo)
+    os << "\n  then the destination's halo exchange (" << to_string(p.halo->selected_backend())
+       << ")";
+  os << "\n" << p.engine->forward().str();
+  return os.str();
+}
+
+} // namespace halox
