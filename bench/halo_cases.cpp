@@ -1,0 +1,151 @@
+// Halo-exchange scenarios of halox-bench.
+//
+//  halo/nchw_f32/split_h/w{1,3}    float 32x64x128x128 (NCHW), split along H, halo on H
+//  halo/nchw_f32/split_hw/w{1,3}   the same split along H and W, halo on H and W
+//  halo/dmda_f64_256/box_w1        double 256^3 over a 3-D grid, box stencil of width 1 (faces,
+//                                  edges and corners: PETSc DMDA's ghost update, DMDA_STENCIL_BOX)
+//  halo/comb_f64_{100,180}pr/w1_3var  double n^3 *per rank* on a 3-D grid, width 1, three
+//                                  variables exchanged in one plan (Comb / TEMPI halo style)
+//  halo/comb_f64_{100,180}pr/w3    the same, one variable, width 3
+//  halo/slab_f64_256/w1            double 256^3 split along dim 0 only, halo on dim 0: every
+//                                  face is one contiguous block (the "contiguous faces" case)
+//
+// None is periodic, so the schedule has no local copies and the limits cover all the work.
+// Extents are multiplied by HALOX_BENCH_SCALE.
+#include "cases.hpp"
+#include "common/scenario.hpp"
+
+#include "plan/halo_planner.hpp"
+
+#include <halox/halo.hpp>
+#include <halox/tensor_desc.hpp>
+
+#include <cstring>
+
+namespace halox::bench {
+
+namespace {
+
+struct halo_case {
+  std::string name;
+  dtype type = dtype::float32;
+  std::vector<index_t> shape;
+  std::vector<int> dims;  // the full process grid
+  std::vector<int> width; // halo width per dimension (both sides)
+  int ntensors = 1;
+};
+
+std::vector<dim_options> options_of(halo_case const& c) {
+  std::vector<dim_options> o;
+  for (int w : c.width) o.push_back(dim_options::halo(w));
+  return o;
+}
+
+class halo_scenario : public scenario {
+public:
+  struct parts {
+    process_grid grid;
+    std::vector<tensor_desc> descs;
+    std::vector<std::vector<std::byte>> data;
+    detail::schedule sched;
+    std::vector<void*> slots;
+  };
+
+  explicit halo_scenario(parts p)
+      : scenario(p.grid.comm(), std::move(p.sched), std::move(p.slots)), p_(std::move(p)) {}
+
+  static std::unique_ptr<scenario> build(halo_case const& c) {
+    parts p{process_grid(MPI_COMM_WORLD, c.dims), {}, {}, {}, {}};
+    for (int i = 0; i < c.ntensors; ++i) {
+      p.descs.emplace_back(p.grid, c.shape, c.type, options_of(c));
+      auto& d = p.descs.back();
+      std::vector<std::byte> buf(d.local_bytes());
+      std::memset(buf.data(), 0x3c + i, buf.size());
+      p.data.push_back(std::move(buf));
+      p.sched.merge(detail::plan_halo(d.dist(), p.grid.rank(), d.strides(), false));
+    }
+    for (auto& d : p.data) p.slots.push_back(d.data());
+    return std::make_unique<halo_scenario>(std::move(p));
+  }
+
+  runner make_runner(backend b) override {
+    halo_options o;
+    o.method = b;
+    auto plan = std::make_shared<halo_plan>(p_.descs, o);
+    std::vector<tensor_view> views;
+    for (std::size_t i = 0; i < p_.descs.size(); ++i)
+      views.emplace_back(p_.descs[i], p_.data[i].data(), p_.data[i].size());
+    runner r;
+    r.op = [plan, views] { plan->execute(views); };
+    if (b == backend::automatic)
+      r.label = std::string("selected=") + to_string(plan->selected_backend());
+    r.keep = plan;
+    return r;
+  }
+
+private:
+  parts p_;
+};
+
+// Iterations from the busiest rank's bytes, computed by the (pure) planner for every rank, so
+// that every rank derives the same count without communicating.
+int halo_iterations(halo_case const& c) {
+  distribution const dist(c.shape, c.type, c.dims, options_of(c));
+  double most = 0, peers = 0;
+  for (int r = 0; r < dist.nranks(); ++r) {
+    auto const s = detail::plan_halo(dist, r, {}, false);
+    most = std::max(most, static_cast<double>(s.send_bytes()) * c.ntensors);
+    peers = std::max(peers, static_cast<double>(s.sends.size()));
+  }
+  return iterations_for(2 * most / 2e9 + 30e-6 + 3e-6 * peers);
+}
+
+void add_case(halo_case const& c) {
+  scenario_spec spec;
+  spec.name = c.name;
+  spec.iterations = halo_iterations(c);
+  spec.make = [c] { return halo_scenario::build(c); };
+  register_scenario(spec);
+}
+
+std::vector<int> dims_create(int p, int nd) {
+  std::vector<int> d(nd, 0);
+  MPI_Dims_create(p, nd, d.data());
+  return d;
+}
+
+} // namespace
+
+void register_halo_cases() {
+  int const p = world_size();
+  std::vector<index_t> const nchw{scaled(32), scaled(64), scaled(128), scaled(128)};
+  auto const hw = dims_create(p, 2);
+  for (int w : {1, 3}) {
+    add_case({"halo/nchw_f32/split_h/w" + std::to_string(w),
+              dtype::float32,
+              nchw,
+              {1, 1, p, 1},
+              {0, 0, w, 0}});
+    add_case({"halo/nchw_f32/split_hw/w" + std::to_string(w),
+              dtype::float32,
+              nchw,
+              {1, 1, hw[0], hw[1]},
+              {0, 0, w, w}});
+  }
+
+  auto const g3 = dims_create(p, 3);
+  index_t const n256 = scaled(256);
+  add_case({"halo/dmda_f64_256/box_w1", dtype::float64, {n256, n256, n256}, g3, {1, 1, 1}});
+
+  for (index_t per : {index_t{100}, index_t{180}}) {
+    index_t const n = scaled(per);
+    std::vector<index_t> const shape{n * g3[0], n * g3[1], n * g3[2]};
+    std::string const base = "halo/comb_f64_" + std::to_string(per) + "pr/";
+    add_case({base + "w1_3var", dtype::float64, shape, g3, {1, 1, 1}, 3});
+    add_case({base + "w3", dtype::float64, shape, g3, {3, 3, 3}});
+  }
+
+  add_case({"halo/slab_f64_256/w1", dtype::float64, {n256, n256, n256}, {p, 1, 1}, {1, 0, 0}});
+}
+
+} // namespace halox::bench
