@@ -10,6 +10,12 @@
 #include "exec/cuda/pack_batch.hpp"
 #include "plan/halo_planner.hpp"
 
+#include <halox/config.hpp>
+#include <halox/error.hpp>
+#if HALOX_HAS_CUDA
+#include <halox/detail/cuda_handle.hpp>
+#endif
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -448,3 +454,36 @@ TEST(PackDescriptors, RandomSchedulesReachEveryPath) {
   EXPECT_GT(cov.multi_level, 0);
   EXPECT_GT(cov.fills, 0);
 }
+
+// The check macros of the GPU layer (CUDA builds; no device needed).
+#if HALOX_HAS_CUDA
+TEST(CudaCheck, ThrowsNamingTheCallAndEvaluatesItOnce) {
+  int calls = 0;
+  auto failing = [&] {
+    ++calls;
+    return cudaErrorInvalidValue;
+  };
+  try {
+    HALOX_CUDA_CHECK(failing());
+    FAIL() << "no exception";
+  } catch (error const& e) {
+    EXPECT_EQ(e.code(), errc::cuda_error);
+    EXPECT_NE(e.call().find("failing()"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cudaErrorInvalidValue"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(calls, 1);
+  HALOX_CUDA_CHECK(cudaSuccess);
+}
+
+#if HALOX_HAS_NCCL
+TEST(NcclCheck, ThrowsNamingTheCall) {
+  try {
+    HALOX_NCCL_CHECK(ncclInvalidArgument);
+    FAIL() << "no exception";
+  } catch (error const& e) {
+    EXPECT_EQ(e.code(), errc::nccl_error);
+    EXPECT_NE(e.call().find("ncclInvalidArgument"), std::string::npos) << e.what();
+  }
+}
+#endif
+#endif
