@@ -1,26 +1,34 @@
 #pragma once
-// Backend selection for a plan: honour an explicit choice or $HALOX_BACKEND, otherwise measure.
+// Backend selection for a plan: honour an explicit choice or $HALOX_BACKEND, otherwise take the
+// plan cache's decision or measure the candidates (see docs/autotune.md).
 
 #include "exec/executor.hpp"
+#include "tune/decision.hpp"
 
 #include <halox/halo.hpp>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace halox::detail {
 
 /// Outcome of the selection.
 struct selection {
   backend chosen = backend::mpi_pack;
-  std::string report; ///< how it was chosen (forced / env / measured times of every candidate)
+  /// How it was chosen: "requested", "forced by HALOX_BACKEND=...", or "auto: ..." with the
+  /// median time of every candidate (measured now or when the cached decision was made).
+  std::string report;
+  /// Every candidate's outcome, when the choice was automatic (empty otherwise).
+  std::vector<candidate_result> candidates;
 };
 
-/// Chooses the backend for schedule `s` on the plan communicator `cfg.comm` (collective: every
-/// rank reaches the same decision). `requested` other than automatic is validated and used as
-/// is. `key` identifies the geometry for the plan cache.
-[[nodiscard]] selection select_backend(backend requested, schedule const& s,
-                                       exec_config const& cfg, tune_options const& tune,
-                                       std::uint64_t key);
+/// Chooses the backend for schedule `s` on the plan communicator `cfg.comm`. `requested` other
+/// than automatic is used as is, with no communication. Otherwise collective: every rank reaches
+/// the same decision, because settings are agreed on first, cached decisions are read by rank 0
+/// and broadcast, and measured decisions are taken on max-over-ranks timings only. `key`
+/// identifies the geometry for the plan cache.
+[[nodiscard]] selection select_backend(backend requested, schedule const& s, exec_config const& cfg,
+                                       tune_options const& tune, std::uint64_t key);
 
 } // namespace halox::detail

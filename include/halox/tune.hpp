@@ -1,0 +1,34 @@
+#pragma once
+/// \file tune.hpp
+/// Automatic backend selection: the process's plan cache and what selection has done so far.
+///
+/// A plan built with `backend::automatic` (the default) times every applicable backend on
+/// scratch buffers of its own layout, keeps the fastest and remembers the choice in a plan cache
+/// (in memory for the process, and optionally in a file: `tune_options::cache_file` or
+/// `$HALOX_PLAN_CACHE`). `halo_plan::describe()` shows the choice and every candidate's time.
+/// See docs/autotune.md.
+
+#include <cstdint>
+
+namespace halox {
+
+/// Counters of automatic selection in this process (each rank counts its own plans).
+struct tune_statistics {
+  std::uint64_t measured = 0;         ///< decisions made by measuring candidates
+  std::uint64_t memory_hits = 0;      ///< decisions taken from the in-memory plan cache
+  std::uint64_t file_hits = 0;        ///< decisions taken from entries read from a cache file
+  std::uint64_t forced = 0;           ///< automatic plans forced by `$HALOX_BACKEND`
+  std::uint64_t trivial = 0;          ///< plans without messages (nothing to measure)
+  std::uint64_t candidates_timed = 0; ///< candidate executors built and timed
+};
+
+/// The counters so far.
+[[nodiscard]] tune_statistics tune_stats() noexcept;
+
+/// Forgets every decision held in memory and which cache files were read, so the next automatic
+/// plan consults the cache file again (or measures). Files are left as they are. Local to the
+/// calling process; decisions are taken on rank 0 of each plan and broadcast, so ranks never
+/// diverge whichever of them call it.
+void clear_plan_cache();
+
+} // namespace halox

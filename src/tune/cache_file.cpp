@@ -1,0 +1,200 @@
+#include "tune/cache_file.hpp"
+
+#include <halox/error.hpp>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace halox::detail {
+
+namespace {
+
+std::string trim(std::string const& s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::string hex16(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::vector<std::string> split_ws(std::string const& s) {
+  std::istringstream is(s);
+  std::vector<std::string> out;
+  for (std::string t; is >> t;) out.push_back(t);
+  return out;
+}
+
+// The key's field names, in the order format_key writes them.
+constexpr char const* key_fields[] = {"geom", "sched", "ranks", "slots",
+                                      "msgs", "bytes", "mem",   "dev"};
+
+bool valid_key(std::string const& key) {
+  auto const tokens = split_ws(key);
+  if (tokens.size() != std::size(key_fields)) return false;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    std::string const prefix = std::string(key_fields[i]) + "=";
+    if (tokens[i].compare(0, prefix.size(), prefix) != 0 || tokens[i].size() == prefix.size())
+      return false;
+  }
+  return true;
+}
+
+// Parses "-> chosen name=value ..." (everything after the key); false when malformed.
+bool parse_decision(std::string const& text, cache_entry& e) {
+  auto const tokens = split_ws(text);
+  if (tokens.size() < 2) return false;
+  try {
+    e.chosen = backend_from_string(tokens[0]);
+  } catch (error const&) {
+    return false;
+  }
+  if (e.chosen == backend::automatic) return false;
+  bool chosen_measured = false;
+  for (std::size_t i = 1; i < tokens.size(); ++i) {
+    auto const eq = tokens[i].find('=');
+    if (eq == std::string::npos || eq == 0) return false;
+    candidate_result r;
+    try {
+      r.b = backend_from_string(tokens[i].substr(0, eq));
+    } catch (error const&) {
+      return false;
+    }
+    if (r.b == backend::automatic) return false;
+    std::string const v = tokens[i].substr(eq + 1);
+    if (v == "unavailable") {
+      r.status = candidate_status::unavailable;
+    } else if (v == "skipped") {
+      r.status = candidate_status::skipped;
+    } else {
+      char* end = nullptr;
+      r.median = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(r.median) || r.median < 0)
+        return false;
+      r.status = candidate_status::measured;
+      if (r.b == e.chosen) chosen_measured = true;
+    }
+    e.candidates.push_back(r);
+  }
+  return chosen_measured;
+}
+
+} // namespace
+
+std::string key_token(std::string const& s) {
+  std::string out = trim(s);
+  for (char& c : out)
+    if (std::isspace(static_cast<unsigned char>(c)) ||
+        std::iscntrl(static_cast<unsigned char>(c)) || c == '=')
+      c = '_';
+  return out.empty() ? "_" : out;
+}
+
+std::string format_key(cache_key const& k) {
+  std::ostringstream os;
+  os << "geom=" << hex16(k.geometry) << " sched=" << hex16(k.schedule) << " ranks=" << k.ranks
+     << " slots=" << k.slots << " msgs=" << k.messages << " bytes=" << k.bytes
+     << " mem=" << (k.memory == memory_space::host ? "host" : "device")
+     << " dev=" << key_token(k.device);
+  return os.str();
+}
+
+std::string full_key(cache_key const& k, std::string const& mpi_library,
+                     std::string const& halox_version) {
+  return format_key(k) + " mpi=" + key_token(mpi_library) + " halox=" + key_token(halox_version);
+}
+
+std::string cache_file_header(std::string const& mpi_library, std::string const& halox_version) {
+  return "# halox plan cache: automatic backend decisions (see docs/autotune.md)\n"
+         "halox-plan-cache " +
+         std::to_string(cache_format_version) + "\nmpi " + trim(mpi_library) + "\nhalox " +
+         trim(halox_version) + "\n";
+}
+
+std::string format_entry(std::string const& key_text, cache_entry const& e) {
+  std::string line = key_text + " -> " + to_string(e.chosen);
+  for (auto const& c : e.candidates) {
+    line += std::string(" ") + to_string(c.b) + "=";
+    switch (c.status) {
+    case candidate_status::measured: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", c.median);
+      line += buf;
+      break;
+    }
+    case candidate_status::unavailable: line += "unavailable"; break;
+    case candidate_status::skipped: line += "skipped"; break;
+    }
+  }
+  return line + "\n";
+}
+
+cache_file_contents parse_cache_file(std::string const& text, std::string const& mpi_library,
+                                     std::string const& halox_version) {
+  using verdict = cache_file_contents::verdict;
+  cache_file_contents out;
+  std::istringstream is(text);
+  int header = 0; // header lines seen
+  int lineno = 0;
+  auto fail = [&](verdict v, std::string why) {
+    cache_file_contents bad;
+    bad.status = v;
+    bad.problem = std::move(why);
+    return bad;
+  };
+  for (std::string raw; std::getline(is, raw);) {
+    ++lineno;
+    std::string const line = trim(raw);
+    if (line.empty() || line[0] == '#') continue;
+    std::string const where = "line " + std::to_string(lineno);
+    // A header after entries (two files concatenated, or two processes that both created the
+    // file) is checked again like the first one.
+    if (header == 3 && line.compare(0, 17, "halox-plan-cache ") == 0) header = 0;
+    if (header == 0) {
+      auto const t = split_ws(line);
+      if (t.size() != 2 || t[0] != "halox-plan-cache")
+        return fail(verdict::corrupt, where + " is not a halox plan cache header "
+                                              "('halox-plan-cache <version>' expected)");
+      if (t[1] != std::to_string(cache_format_version))
+        return fail(verdict::foreign, "format version " + t[1] + ", this halox reads version " +
+                                          std::to_string(cache_format_version));
+      ++header;
+    } else if (header == 1) {
+      if (line.compare(0, 4, "mpi ") != 0)
+        return fail(verdict::corrupt, where + ": 'mpi <library version>' expected");
+      std::string const lib = trim(line.substr(4));
+      if (lib != trim(mpi_library))
+        return fail(verdict::foreign, "written with MPI library '" + lib +
+                                          "', this process runs '" + trim(mpi_library) + "'");
+      ++header;
+    } else if (header == 2) {
+      if (line.compare(0, 6, "halox ") != 0)
+        return fail(verdict::corrupt, where + ": 'halox <version>' expected");
+      std::string const v = trim(line.substr(6));
+      if (v != trim(halox_version))
+        return fail(verdict::foreign,
+                    "written by halox " + v + ", this is halox " + trim(halox_version));
+      ++header;
+    } else {
+      auto const arrow = line.find(" -> ");
+      cache_entry e;
+      if (arrow == std::string::npos || !valid_key(line.substr(0, arrow)) ||
+          !parse_decision(line.substr(arrow + 4), e))
+        return fail(verdict::corrupt, where + " is not a valid entry");
+      out.entries.emplace_back(trim(line.substr(0, arrow)), std::move(e));
+    }
+  }
+  if (header == 0) return out; // empty (or comments only)
+  if (header < 3) return fail(verdict::corrupt, "the header is incomplete");
+  out.status = verdict::ok;
+  return out;
+}
+
+} // namespace halox::detail
