@@ -100,7 +100,7 @@ public:
     op_ = op;
     std::size_t const nr = sched_.recvs.size(), ns = sched_.sends.size();
     bool const combine = op != combine_op::replace;
-    if (nr > 0) order_.host_wait_unpacked();
+    order_.after_previous_unpack(st, nr > 0 && combine);
     if (!std::equal(bound_.begin(), bound_.end(), bufs)) {
       for (auto& m : sends_) m.bind(bufs);
       for (auto& m : recvs_) m.bind(bufs);

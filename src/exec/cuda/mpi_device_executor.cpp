@@ -37,7 +37,7 @@ public:
     auto const& l = pack_.layout();
     unsigned char* base = staged_ ? static_cast<unsigned char*>(host_.get()) : pack_.stream();
     std::size_t const nr = sched_.recvs.size();
-    if (nr > 0) order_.host_wait_unpacked(); // the landing area is free again
+    order_.after_previous_unpack(st, nr > 0); // the landing area is free again
     for (std::size_t i = 0; i < nr; ++i) {
       auto const& m = sched_.recvs[i];
       HALOX_MPI_CHECK(MPI_Irecv(base + l.recv_offset[i], mpi_count(m.bytes), MPI_BYTE, m.peer, 0,

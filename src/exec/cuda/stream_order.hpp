@@ -29,23 +29,27 @@ public:
   /// Marks the end of the unpack on `s`.
   void unpacked(cudaStream_t s) {
     HALOX_CUDA_CHECK(cudaEventRecord(unpacked_.get(), s));
+    unpack_stream_ = s;
     pending_ = true;
   }
-  /// Blocks the host until the last unpack has run (before the host lets MPI write the landing
-  /// area again). Returns at once when it already has.
-  void host_wait_unpacked() {
+  /// Orders a new exchange's work on `s` after the previous unpack, which still reads the stream
+  /// buffer: on the device when that unpack ran on another stream (on the same stream the order
+  /// is implicit), and on the host as well when `host` is set, before MPI (driven by the host)
+  /// may write the landing area again. Returns at once when the unpack has already run.
+  void after_previous_unpack(cudaStream_t s, bool host) {
     if (!pending_) return;
-    HALOX_CUDA_CHECK(cudaEventSynchronize(unpacked_.get()));
-    pending_ = false;
-  }
-  /// Makes `s` wait for the last unpack (device side; for transports ordered on the stream).
-  void stream_wait_unpacked(cudaStream_t s) {
-    if (pending_) HALOX_CUDA_CHECK(cudaStreamWaitEvent(s, unpacked_.get(), 0));
+    if (host) {
+      HALOX_CUDA_CHECK(cudaEventSynchronize(unpacked_.get()));
+      pending_ = false;
+    } else if (s != unpack_stream_) {
+      HALOX_CUDA_CHECK(cudaStreamWaitEvent(s, unpacked_.get(), 0));
+    }
   }
 
 private:
   unique_event started_, unpacked_;
   cudaStream_t start_stream_ = nullptr;
+  cudaStream_t unpack_stream_ = nullptr;
   bool pending_ = false;
 };
 

@@ -51,7 +51,7 @@ public:
     bufs_ = bufs;
     op_ = op;
     // The previous unpack may run on another stream; receive only after it has read the area.
-    if (!sched_.recvs.empty()) order_.stream_wait_unpacked(st);
+    order_.after_previous_unpack(st, false);
     pack_.pack(bufs, st);
     if (!sched_.sends.empty() || !sched_.recvs.empty()) {
       auto const& l = pack_.layout();
