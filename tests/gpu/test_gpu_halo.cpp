@@ -256,10 +256,12 @@ TEST_P(GpuHalo, ForwardAndReverseMatchOracle) {
       }
   };
   auto download = [&](cudaStream_t s) {
-    for (auto const& tb : bufs)
-      if (tb->bytes > 0)
+    for (auto const& tb : bufs) {
+      if (tb->bytes > 0) {
         ASSERT_EQ(cudaMemcpyAsync(tb->pinned, tb->dev, tb->bytes, cudaMemcpyDeviceToHost, s),
                   cudaSuccess);
+      }
+    }
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   };
   // Visits (tensor, element pointer in the host copy, global index) of every allocated cell.

@@ -40,8 +40,9 @@ public:
   }
   /// Where each message lives in the stream.
   [[nodiscard]] gpu::stream_layout const& layout() const noexcept { return layout_; }
-  /// Number of unpack launches (conflict levels) per exchange.
-  [[nodiscard]] std::size_t unpack_launches() const noexcept { return unpack_.launches.size(); }
+  /// The unpack batch (host copy): its launches are the conflict levels, its `source` the
+  /// order in which contributions to one cell are applied.
+  [[nodiscard]] gpu::desc_batch const& unpack_batch() const noexcept { return unpack_; }
 
 private:
   void bind(void* const* bufs);
