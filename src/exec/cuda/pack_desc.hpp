@@ -100,13 +100,13 @@ HALOX_HD inline index_t run_start(strided_region const& sr, index_t run, bool na
   if (!narrow) return sr.run_offset(run);
   auto i = static_cast<std::uint32_t>(run);
   index_t off = sr.offset;
-  for (int k = sr.nloops - 1; k >= 0; --k) {
+  for (int k = sr.nloops - 1; k > 0; --k) {
     auto const c = static_cast<std::uint32_t>(sr.count[k]);
     std::uint32_t const q = i / c;
     off += static_cast<index_t>(i - q * c) * sr.stride[k];
     i = q;
   }
-  return off;
+  return off + static_cast<index_t>(i) * sr.stride[0]; // i < count[0]: no division left
 }
 
 /// Byte offset, from the slot base, of word `w` (of W bytes) of region `d`'s packed order.
