@@ -53,11 +53,8 @@ totals run_halo_section(backend b, std::uint64_t seed, long cases, index_t max_e
 
 std::vector<section> const& sections() {
   static std::vector<section> const all = [] {
-    std::vector<section> s{{"halo", &run_halo_section}};
-#ifdef HALOX_VERIFY_HAS_REDISTRIBUTE
-    s.push_back({"redistribute", &run_redistribute_section});
-#endif
-    return s;
+    return std::vector<section>{{"halo", &run_halo_section},
+                                {"redistribute", &run_redistribute_section}};
   }();
   return all;
 }

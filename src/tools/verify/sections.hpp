@@ -28,4 +28,8 @@ struct section {
 totals run_halo_section(backend b, std::uint64_t seed, long cases, index_t max_elements,
                         bool quiet);
 
+/// Redistribution: forward (every destination cell) and round trip, each a check.
+totals run_redistribute_section(backend b, std::uint64_t seed, long cases, index_t max_elements,
+                                bool quiet);
+
 } // namespace halox::verify
