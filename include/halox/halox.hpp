@@ -13,3 +13,5 @@
 #include <halox/backend.hpp>
 #include <halox/halo.hpp>
 #include <halox/redistribute.hpp>
+#include <halox/ops/distributed.hpp>
+#include <halox/ops/ops.hpp>

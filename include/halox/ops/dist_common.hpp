@@ -1,0 +1,82 @@
+#pragma once
+/// \file dist_common.hpp
+/// What the distributed operators share: options, timings, and views of the owned block of a
+/// distributed buffer for the serial kernels.
+///
+/// The distributed operators work on NC[D]HW tensors described by a `tensor_desc` whose grid
+/// splits the batch dimension N and the spatial dimensions, never the channels (the grid's
+/// extent along dimension 1 must be 1). See docs/dist_ops.md.
+
+#include <halox/backend.hpp>
+#include <halox/halo.hpp>
+#include <halox/ops/tensor_ref.hpp>
+#include <halox/tensor_view.hpp>
+
+#include <vector>
+
+namespace halox::ops {
+
+/// Options of the distributed windowed operators (convolution, pooling). Every rank must pass
+/// the same options.
+struct dist_options {
+  /// Compute the part of the result that needs no remote data while the exchange runs (true),
+  /// or exchange first and compute everything afterwards (false). Results are bitwise equal.
+  bool overlap = true;
+  /// How halos and output gradients move. `automatic` measures the candidates when the
+  /// operator is built (several collective rounds); the default never does.
+  backend method = backend::mpi_pack;
+  /// Settings of the measurement when `method` is `automatic`.
+  tune_options tune;
+};
+
+/// Where the time of the last call of an operator went, in seconds, on the calling rank.
+/// Communication is `start + wait + reduce`; with overlap, the exchange progresses during
+/// `compute`, so `wait` is the part of it that was not hidden.
+struct dist_timings {
+  double total = 0;   ///< wall time of the whole call
+  double compute = 0; ///< local kernels (interior and boundary)
+  double start = 0;   ///< posting the exchange (packing, sends, receives)
+  double wait = 0;    ///< blocked completing the exchange (halo or output-gradient gather)
+  double reduce = 0;  ///< blocked in all-reductions (weight gradients, batch-norm statistics)
+
+  /// Time spent in communication calls.
+  [[nodiscard]] double comm() const noexcept { return start + wait + reduce; }
+};
+
+/// The owned block of a local buffer as a strided view (halos excluded): what pointwise
+/// operators and comparisons work on. Empty (shape of zeros) on a rank that owns nothing.
+template <class T> [[nodiscard]] tensor_ref<T> owned_ref(tensor_view const& v) {
+  tensor_desc const& d = *v.desc;
+  tensor_ref<T> r;
+  box const own = d.owned_box();
+  r.shape.resize(static_cast<std::size_t>(d.ndim()));
+  for (int i = 0; i < d.ndim(); ++i) r.shape[i] = own.extent(i);
+  r.strides = d.strides();
+  r.data = own.empty() ? nullptr : static_cast<T*>(v.data) + d.owned_offset_elements();
+  return r;
+}
+
+/// The whole allocated spatial block of a local buffer (owned block plus halos along the
+/// spatial dimensions, the owned range along N and C), placed at its global spatial origin:
+/// what the `*_box` kernels read and write. Empty on a rank that owns nothing.
+template <class T> [[nodiscard]] block_ref<T> haloed_block(tensor_view const& v) {
+  tensor_desc const& d = *v.desc;
+  int const nd = d.ndim();
+  block_ref<T> b;
+  box const own = d.owned_box();
+  auto const off = d.owned_offset();
+  b.ref.strides = d.strides();
+  b.ref.shape = d.local_shape();
+  b.origin.assign(static_cast<std::size_t>(nd > 2 ? nd - 2 : 0), 0);
+  if (own.empty()) {
+    b.ref.shape.assign(static_cast<std::size_t>(nd), 0);
+    return b;
+  }
+  b.ref.data = static_cast<T*>(v.data) + off[0] * d.strides()[0] + off[1] * d.strides()[1];
+  b.ref.shape[0] = own.extent(0);
+  b.ref.shape[1] = own.extent(1);
+  for (int i = 2; i < nd; ++i) b.origin[i - 2] = own.lo[i] - off[i];
+  return b;
+}
+
+} // namespace halox::ops

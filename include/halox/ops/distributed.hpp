@@ -1,0 +1,11 @@
+#pragma once
+/// \file distributed.hpp
+/// The distributed operators: convolution, pooling, batch normalisation and ReLU on tensors
+/// split over N and the spatial dimensions, built on halo exchanges and the serial reference
+/// kernels. See docs/dist_ops.md.
+
+#include <halox/ops/dist_batch_norm.hpp>
+#include <halox/ops/dist_common.hpp>
+#include <halox/ops/dist_conv.hpp>
+#include <halox/ops/dist_pool.hpp>
+#include <halox/ops/dist_relu.hpp>

@@ -1,0 +1,169 @@
+#include "ops/dist_window.hpp"
+
+#include "core/collective_check.hpp"
+
+#include <halox/error.hpp>
+#include <halox/ops/dist_batch_norm.hpp>
+
+#include <mpi.h>
+
+namespace halox::ops {
+
+template <class T> struct dist_batch_norm<T>::impl {
+  tensor_desc desc;
+  bn_stats_mode mode;
+  bn_params p;
+  index_t channels = 0;
+  communicator comm; // spans N and space: the processes sharing a channel block
+  bn_moments m;      // of the last forward
+  std::vector<double> buf;
+  dist_timings t;
+
+  impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp)
+      : desc(x), mode(md), p(pp), channels(x.ndim() >= 2 ? x.shape()[1] : 0),
+        comm(sub_comm(x, md, pp)) {}
+
+  static communicator sub_comm(tensor_desc const& x, bn_stats_mode md, bn_params const& pp) {
+    halox::detail::collective_check(
+        x.grid().comm(), "dist_batch_norm",
+        [&] {
+          HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,
+                        std::string("dist_batch_norm<") + to_string(dtype_of<T>()) +
+                            ">: the input has dtype " + to_string(x.type()) +
+                            "; instantiate it with the matching type");
+          HALOX_REQUIRE(x.ndim() >= 2 && x.dist().parts()[1] == 1, errc::invalid_argument,
+                        "dist_batch_norm: the input " + x.dist().str() +
+                            " must be [N, C, ...] with the channels not split (grid extent 1 "
+                            "along dimension 1)");
+        },
+        [&] {
+          std::uint64_t h = static_cast<std::uint64_t>(md) * 1099511628211ull;
+          h = (h ^ static_cast<std::uint64_t>(pp.eps * 1e12)) * 1099511628211ull;
+          h = (h ^ static_cast<std::uint64_t>(pp.momentum * 1e12)) * 1099511628211ull;
+          return (h ^ (pp.training ? 1u : 0u)) * 1099511628211ull;
+        });
+    std::vector<bool> keep(static_cast<std::size_t>(x.ndim()), true);
+    keep[1] = false;
+    return x.grid().sub_comm(keep);
+  }
+};
+
+template <class T>
+dist_batch_norm<T>::dist_batch_norm(tensor_desc const& x, bn_stats_mode mode, bn_params const& p)
+    : impl_(std::make_unique<impl>(x, mode, p)) {}
+template <class T> dist_batch_norm<T>::~dist_batch_norm() = default;
+template <class T> dist_batch_norm<T>::dist_batch_norm(dist_batch_norm&&) noexcept = default;
+template <class T>
+dist_batch_norm<T>& dist_batch_norm<T>::operator=(dist_batch_norm&&) noexcept = default;
+
+template <class T> bn_stats_mode dist_batch_norm<T>::mode() const noexcept { return impl_->mode; }
+template <class T> bn_params const& dist_batch_norm<T>::params() const noexcept { return impl_->p; }
+template <class T> void dist_batch_norm<T>::set_training(bool training) noexcept {
+  impl_->p.training = training;
+}
+template <class T> bn_moments const& dist_batch_norm<T>::moments() const noexcept {
+  return impl_->m;
+}
+template <class T> dist_timings const& dist_batch_norm<T>::timings() const noexcept {
+  return impl_->t;
+}
+
+template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor_view const& y,
+                                                    T const* gamma, T const* beta, T* running_mean,
+                                                    T* running_var) {
+  impl& I = *impl_;
+  dist_timings& t = I.t;
+  t = {};
+  double const t0 = MPI_Wtime();
+  detail::check_partition(x, I.desc, "dist_batch_norm::forward: x");
+  detail::check_partition(y, I.desc, "dist_batch_norm::forward: y");
+  bool const mine = !I.desc.empty();
+  index_t const c = I.channels;
+  if (!I.p.training) {
+    I.m = bn_inference_moments<T>(running_mean, running_var, c, I.p.eps);
+  } else {
+    bn_stats s;
+    if (mine) s = bn_partial_stats<T>(owned_ref<T const>(x));
+    if (I.mode == bn_stats_mode::global) {
+      // (count, mean, M2) of every rank, merged in rank order: the same rounding everywhere,
+      // and no cancellation (a plain sum of squares would cancel when |mean| >> std).
+      std::size_t const per = static_cast<std::size_t>(1 + 2 * c);
+      std::vector<double> mine_buf(per, 0.0);
+      mine_buf[0] = static_cast<double>(s.count);
+      for (index_t i = 0; i < c && s.count > 0; ++i) {
+        mine_buf[1 + i] = s.mean[i];
+        mine_buf[1 + c + i] = s.m2[i];
+      }
+      int const np = I.comm.size();
+      I.buf.assign(per * static_cast<std::size_t>(np), 0.0);
+      double const r0 = MPI_Wtime();
+      HALOX_MPI_CHECK(MPI_Allgather(mine_buf.data(), static_cast<int>(per), MPI_DOUBLE,
+                                    I.buf.data(), static_cast<int>(per), MPI_DOUBLE, I.comm.get()));
+      t.reduce += MPI_Wtime() - r0;
+      bn_stats total;
+      for (int r = 0; r < np; ++r) {
+        double const* b = I.buf.data() + per * static_cast<std::size_t>(r);
+        bn_stats one;
+        one.count = static_cast<index_t>(b[0]);
+        one.mean.assign(b + 1, b + 1 + c);
+        one.m2.assign(b + 1 + c, b + 1 + 2 * c);
+        bn_merge_stats(total, one);
+      }
+      s = std::move(total);
+    }
+    // A local-mode rank without samples has no statistics (and no output to normalise).
+    if (I.mode == bn_stats_mode::global || s.count > 0)
+      I.m = bn_finalize_stats<T>(s, I.p.eps, I.p.momentum, running_mean, running_var);
+    else
+      I.m = bn_moments{};
+  }
+  if (mine) bn_apply<T>(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
+  t.total = MPI_Wtime() - t0;
+  t.compute = t.total - t.reduce;
+}
+
+template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tensor_view const& dy,
+                                                     T const* gamma, tensor_view const& dx,
+                                                     T* dgamma, T* dbeta) {
+  impl& I = *impl_;
+  dist_timings& t = I.t;
+  t = {};
+  double const t0 = MPI_Wtime();
+  detail::check_partition(x, I.desc, "dist_batch_norm::backward: x");
+  detail::check_partition(dy, I.desc, "dist_batch_norm::backward: dy");
+  detail::check_partition(dx, I.desc, "dist_batch_norm::backward: dx");
+  bool const mine = !I.desc.empty() && !I.m.mean.empty();
+  index_t const c = I.channels;
+  bn_grad_sums local;
+  local.sum_dy.assign(static_cast<std::size_t>(c), 0.0);
+  local.sum_dy_xhat.assign(static_cast<std::size_t>(c), 0.0);
+  if (mine) local = bn_backward_partial<T>(owned_ref<T const>(x), owned_ref<T const>(dy), I.m);
+  // Sums of dy and dy * xhat are plain sums: one MPI_SUM of [count, sum_dy, sum_dy_xhat].
+  I.buf.assign(static_cast<std::size_t>(1 + 2 * c), 0.0);
+  I.buf[0] = static_cast<double>(local.count);
+  for (index_t i = 0; i < c; ++i) {
+    I.buf[1 + i] = local.sum_dy[i];
+    I.buf[1 + c + i] = local.sum_dy_xhat[i];
+  }
+  double const r0 = MPI_Wtime();
+  HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, I.buf.data(), static_cast<int>(I.buf.size()),
+                                MPI_DOUBLE, MPI_SUM, I.comm.get()));
+  t.reduce = MPI_Wtime() - r0;
+  bn_grad_sums total;
+  total.count = static_cast<index_t>(I.buf[0]);
+  total.sum_dy.assign(I.buf.begin() + 1, I.buf.begin() + 1 + c);
+  total.sum_dy_xhat.assign(I.buf.begin() + 1 + c, I.buf.end());
+  if (mine) {
+    bn_grad_sums const& for_dx = I.mode == bn_stats_mode::global ? total : local;
+    bn_backward_apply<T>(owned_ref<T const>(x), owned_ref<T const>(dy), I.m, gamma, for_dx,
+                         I.p.training, owned_ref<T>(dx));
+  }
+  bn_param_grads<T>(total, dgamma, dbeta);
+  t.total = MPI_Wtime() - t0;
+  t.compute = t.total - t.reduce;
+}
+
+template class dist_batch_norm<float>;
+template class dist_batch_norm<double>;
+
+} // namespace halox::ops

@@ -1,0 +1,178 @@
+#include "ops/dist_window.hpp"
+
+#include <halox/error.hpp>
+#include <halox/ops/conv.hpp>
+#include <halox/ops/dist_conv.hpp>
+
+#include <mpi.h>
+
+namespace halox::ops {
+
+template <class T> struct dist_conv<T>::impl {
+  detail::window_layer layer;
+  std::vector<index_t> w_shape;
+  conv_params p;
+  communicator reduce;  // private duplicate: our all-reductions never meet the caller's
+  std::vector<T> ws;    // gathered dy
+  std::vector<T> grads; // partial dw then db, all-reduced in one call
+  dist_timings t;
+
+  // The halo is zero-filled beyond the global boundary although the kernels never read there:
+  // the haloed input then is the zero-padded input, ready for kernels that do (cuDNN, oneDNN).
+  impl(tensor_desc const& x, std::vector<index_t> w, conv_params const& p_, dist_options const& o)
+      : layer("dist_conv", x, windows(x, w, p_), w.empty() ? 0 : w[0], false,
+              boundary_fill::constant, o),
+        w_shape(std::move(w)), p(p_), reduce(detail::dup_comm(x.grid().comm())) {}
+
+  static std::vector<detail::win1> windows(tensor_desc const& x, std::vector<index_t> const& w,
+                                           conv_params const& p) {
+    HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,
+                  std::string("dist_conv<") + to_string(dtype_of<T>()) + ">: the input has dtype " +
+                      to_string(x.type()) + "; instantiate dist_conv with the matching type");
+    HALOX_REQUIRE(w.size() == x.shape().size() && w.size() >= 3 && w[1] == x.shape()[1],
+                  errc::invalid_argument,
+                  "dist_conv: weight shape of rank " + std::to_string(w.size()) + " with Cin " +
+                      (w.size() > 1 ? std::to_string(w[1]) : std::string("?")) +
+                      " does not fit the input " + x.dist().str() + "; expected [Cout, " +
+                      std::to_string(x.shape()[1]) + ", k...]");
+    std::vector<index_t> in(x.shape().begin() + 2, x.shape().end());
+    std::vector<index_t> k(w.begin() + 2, w.end());
+    return detail::conv_windows(in, k, p);
+  }
+};
+
+template <class T> dist_conv<T>::dist_conv(tensor_desc const& x, std::vector<index_t> w_shape,
+                                           conv_params const& p, dist_options const& o)
+    : impl_(std::make_unique<impl>(x, std::move(w_shape), p, o)) {}
+
+template <class T> dist_conv<T>::~dist_conv() = default;
+template <class T> dist_conv<T>::dist_conv(dist_conv&&) noexcept = default;
+template <class T> dist_conv<T>& dist_conv<T>::operator=(dist_conv&&) noexcept = default;
+
+template <class T> tensor_desc const& dist_conv<T>::input_desc() const noexcept {
+  return *impl_->layer.in;
+}
+template <class T> tensor_desc const& dist_conv<T>::output_desc() const noexcept {
+  return *impl_->layer.out;
+}
+template <class T> std::vector<index_t> const& dist_conv<T>::weight_shape() const noexcept {
+  return impl_->w_shape;
+}
+template <class T> std::vector<int> const& dist_conv<T>::halo_lo() const noexcept {
+  return impl_->layer.halo_lo;
+}
+template <class T> std::vector<int> const& dist_conv<T>::halo_hi() const noexcept {
+  return impl_->layer.halo_hi;
+}
+template <class T> dist_timings const& dist_conv<T>::timings() const noexcept { return impl_->t; }
+template <class T> std::string dist_conv<T>::describe() const { return impl_->layer.describe(); }
+
+namespace {
+void check_weights(std::vector<index_t> const& expected, std::vector<index_t> const& got,
+                   char const* what) {
+  HALOX_REQUIRE(got == expected, errc::invalid_argument,
+                std::string("dist_conv: ") + what + " has shape " + detail::shape_str(got) +
+                    " but the layer was built for weights " + detail::shape_str(expected));
+}
+} // namespace
+
+template <class T> void dist_conv<T>::forward(tensor_view const& x, const_tensor_ref<T> w,
+                                              T const* bias, tensor_view const& y) {
+  auto& L = impl_->layer;
+  dist_timings& t = impl_->t;
+  t = {};
+  double const t0 = MPI_Wtime();
+  detail::check_layout(x, *L.in, "dist_conv::forward: x");
+  detail::check_partition(y, *L.out, "dist_conv::forward: y");
+  check_weights(impl_->w_shape, w.shape, "w");
+  const_block_ref<T> const xb = haloed_block<T const>(x);
+  block_ref<T> const yb = haloed_block<T>(y);
+  detail::run_overlapped(
+      L.opt.overlap, [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior,
+      L.fwd_boundary, L.out_own,
+      [&](box const& b, bool) { conv_forward_box<T>(xb, L.in_ext, w, bias, yb, b, impl_->p); }, t);
+  t.total = MPI_Wtime() - t0;
+}
+
+template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view const& dy,
+                                               const_tensor_ref<T> w, tensor_view const& dx,
+                                               tensor_ref<T> dw, T* db) {
+  impl& I = *impl_;
+  auto& L = I.layer;
+  dist_timings& t = I.t;
+  t = {};
+  double const t0 = MPI_Wtime();
+  bool const want_dx = dx.desc != nullptr, want_dw = dw.data != nullptr, want_db = db != nullptr;
+  detail::check_layout(dy, *L.out, "dist_conv::backward: dy");
+  if (want_dw) detail::check_layout(x, *L.in, "dist_conv::backward: x");
+  if (want_dx) {
+    detail::check_partition(dx, *L.in, "dist_conv::backward: dx");
+    check_weights(I.w_shape, w.shape, "w");
+  }
+  if (want_dw) check_weights(I.w_shape, dw.shape, "dw");
+
+  index_t const nw = element_count(I.w_shape), nb = I.w_shape[0];
+  const_block_ref<T> const dy_own = haloed_block<T const>(dy);
+  block_ref<T> const dxb = want_dx ? haloed_block<T>(dx) : block_ref<T>{};
+  I.ws.resize(static_cast<std::size_t>(L.gather->elements()));
+  const_block_ref<T> const dy_ws = detail::workspace_block(I.ws, *L.gather);
+  MPI_Request req = MPI_REQUEST_NULL;
+
+  // Weight and bias gradients need only owned dy and the input halos left by forward, so they
+  // are computed while the dy gather runs, and their all-reduce is posted right away.
+  auto weight_grads = [&] {
+    if (!want_dw && !want_db) return;
+    double const c = MPI_Wtime();
+    I.grads.assign(static_cast<std::size_t>(nw + nb), T(0));
+    if (!L.out_own.empty()) {
+      if (want_dw)
+        conv_backward_weights_box<T>(haloed_block<T const>(x), L.in_ext, dy_own,
+                                     tensor_ref<T>(I.grads.data(), I.w_shape), L.out_own, I.p);
+      if (want_db) conv_backward_bias_box<T>(dy_own, L.out_own, I.grads.data() + nw);
+    }
+    double const s = MPI_Wtime();
+    t.compute += s - c;
+    HALOX_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, I.grads.data(), static_cast<int>(nw + nb),
+                                   detail::mpi_type<T>(), MPI_SUM, I.reduce.get(), &req));
+    t.reduce += MPI_Wtime() - s;
+  };
+  auto dx_box = [&](box const& b, bool gathered) {
+    conv_backward_data_box<T>(gathered ? dy_ws : dy_own, L.in_ext, w, dxb, b, I.p);
+  };
+
+  double c = MPI_Wtime();
+  if (want_dx) L.gather->start(dy.data, I.ws.data());
+  double n = MPI_Wtime();
+  t.start += n - c;
+  if (L.opt.overlap) {
+    weight_grads();
+    c = MPI_Wtime();
+    if (want_dx && !L.bwd_interior.empty()) dx_box(L.bwd_interior, false);
+    n = MPI_Wtime();
+    t.compute += n - c;
+  }
+  if (want_dx) L.gather->wait();
+  c = MPI_Wtime();
+  t.wait += c - n;
+  if (want_dx) {
+    if (L.opt.overlap)
+      for (auto const& b : L.bwd_boundary) dx_box(b, true);
+    else if (!L.in_own.empty())
+      dx_box(L.in_own, true);
+  }
+  t.compute += MPI_Wtime() - c;
+  if (!L.opt.overlap) weight_grads();
+  if (want_dw || want_db) {
+    c = MPI_Wtime();
+    HALOX_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    t.reduce += MPI_Wtime() - c;
+    if (want_dw) detail::copy_into(I.grads.data(), dw);
+    for (index_t i = 0; want_db && i < nb; ++i) db[i] = I.grads[static_cast<std::size_t>(nw + i)];
+  }
+  t.total = MPI_Wtime() - t0;
+}
+
+template class dist_conv<float>;
+template class dist_conv<double>;
+
+} // namespace halox::ops

@@ -1,0 +1,103 @@
+#include "ops/dist_window.hpp"
+
+#include <halox/error.hpp>
+#include <halox/ops/dist_pool.hpp>
+#include <halox/ops/pool.hpp>
+
+#include <mpi.h>
+
+namespace halox::ops {
+
+template <class T> struct dist_pool<T>::impl {
+  detail::window_layer layer;
+  pool_params p;
+  std::vector<T> ws; // gathered dy
+  dist_timings t;
+
+  // Padding never takes part in a max (and average pooling counts it without reading it), so
+  // halo cells beyond the global boundary are left as they are.
+  impl(tensor_desc const& x, pool_params const& p_, dist_options const& o)
+      : layer("dist_pool", x, windows(x, p_), x.shape().size() > 1 ? x.shape()[1] : 0,
+              p_.kind == pool_kind::max, boundary_fill::untouched, o),
+        p(p_) {}
+
+  static std::vector<detail::win1> windows(tensor_desc const& x, pool_params const& p) {
+    HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,
+                  std::string("dist_pool<") + to_string(dtype_of<T>()) + ">: the input has dtype " +
+                      to_string(x.type()) + "; instantiate dist_pool with the matching type");
+    HALOX_REQUIRE(x.ndim() >= 3, errc::invalid_argument,
+                  "dist_pool: the input " + x.dist().str() + " has no spatial dimension");
+    std::vector<index_t> in(x.shape().begin() + 2, x.shape().end());
+    return detail::pool_windows(in, p);
+  }
+};
+
+template <class T>
+dist_pool<T>::dist_pool(tensor_desc const& x, pool_params const& p, dist_options const& o)
+    : impl_(std::make_unique<impl>(x, p, o)) {}
+
+template <class T> dist_pool<T>::~dist_pool() = default;
+template <class T> dist_pool<T>::dist_pool(dist_pool&&) noexcept = default;
+template <class T> dist_pool<T>& dist_pool<T>::operator=(dist_pool&&) noexcept = default;
+
+template <class T> tensor_desc const& dist_pool<T>::input_desc() const noexcept {
+  return *impl_->layer.in;
+}
+template <class T> tensor_desc const& dist_pool<T>::output_desc() const noexcept {
+  return *impl_->layer.out;
+}
+template <class T> std::vector<int> const& dist_pool<T>::halo_lo() const noexcept {
+  return impl_->layer.halo_lo;
+}
+template <class T> std::vector<int> const& dist_pool<T>::halo_hi() const noexcept {
+  return impl_->layer.halo_hi;
+}
+template <class T> dist_timings const& dist_pool<T>::timings() const noexcept { return impl_->t; }
+template <class T> std::string dist_pool<T>::describe() const { return impl_->layer.describe(); }
+
+template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view const& y) {
+  auto& L = impl_->layer;
+  dist_timings& t = impl_->t;
+  t = {};
+  double const t0 = MPI_Wtime();
+  detail::check_layout(x, *L.in, "dist_pool::forward: x");
+  detail::check_partition(y, *L.out, "dist_pool::forward: y");
+  const_block_ref<T> const xb = haloed_block<T const>(x);
+  block_ref<T> const yb = haloed_block<T>(y);
+  detail::run_overlapped(
+      L.opt.overlap, [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior,
+      L.fwd_boundary, L.out_own,
+      [&](box const& b, bool) { pool_forward_box<T>(xb, L.in_ext, yb, b, impl_->p); }, t);
+  t.total = MPI_Wtime() - t0;
+}
+
+template <class T>
+void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_view const& dx) {
+  impl& I = *impl_;
+  auto& L = I.layer;
+  dist_timings& t = I.t;
+  t = {};
+  double const t0 = MPI_Wtime();
+  bool const is_max = I.p.kind == pool_kind::max;
+  detail::check_layout(dy, *L.out, "dist_pool::backward: dy");
+  if (is_max) detail::check_layout(x, *L.in, "dist_pool::backward: x");
+  detail::check_partition(dx, *L.in, "dist_pool::backward: dx");
+  const_block_ref<T> const xb = is_max ? haloed_block<T const>(x) : const_block_ref<T>{};
+  const_block_ref<T> const dy_own = haloed_block<T const>(dy);
+  block_ref<T> const dxb = haloed_block<T>(dx);
+  I.ws.resize(static_cast<std::size_t>(L.gather->elements()));
+  const_block_ref<T> const dy_ws = detail::workspace_block(I.ws, *L.gather);
+  detail::run_overlapped(
+      L.opt.overlap, [&] { L.gather->start(dy.data, I.ws.data()); }, [&] { L.gather->wait(); },
+      L.bwd_interior, L.bwd_boundary, L.in_own,
+      [&](box const& b, bool gathered) {
+        pool_backward_box<T>(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);
+      },
+      t);
+  t.total = MPI_Wtime() - t0;
+}
+
+template class dist_pool<float>;
+template class dist_pool<double>;
+
+} // namespace halox::ops

@@ -1,0 +1,199 @@
+#include "ops/dist_window.hpp"
+
+#include "core/collective_check.hpp"
+#include "core/view_check.hpp"
+
+#include <halox/error.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+namespace halox::ops::detail {
+
+namespace {
+
+constexpr auto bad = errc::invalid_argument;
+
+std::vector<index_t> starts_of(distribution const& d, int dim) {
+  std::vector<index_t> s;
+  for (int p = 0; p <= d.parts()[dim]; ++p)
+    s.push_back(p < d.parts()[dim] ? d.part_start(dim, p) : d.shape()[dim]);
+  return s;
+}
+
+std::vector<index_t> sizes_of(std::vector<index_t> const& starts) {
+  std::vector<index_t> s;
+  for (std::size_t p = 0; p + 1 < starts.size(); ++p) s.push_back(starts[p + 1] - starts[p]);
+  return s;
+}
+
+void validate(std::string const& what, tensor_desc const& x) {
+  int const nd = x.ndim();
+  HALOX_REQUIRE(nd >= 3 && nd <= 5, bad,
+                what + ": the input " + x.dist().str() + " has rank " + std::to_string(nd) +
+                    "; expected NCW, NCHW or NCDHW (rank 3 to 5)");
+  HALOX_REQUIRE(x.dist().parts()[1] == 1, bad,
+                what + ": the input " + x.dist().str() + " splits the channels over " +
+                    std::to_string(x.dist().parts()[1]) +
+                    " processes; distributed operators split N and the spatial dimensions only, "
+                    "build the grid with extent 1 along dimension 1");
+  HALOX_REQUIRE(x.type() == dtype::float32 || x.type() == dtype::float64, bad,
+                what + ": the input has dtype " + to_string(x.type()) +
+                    "; the operators exist for float32 and float64");
+  for (int d = 0; d < nd; ++d)
+    HALOX_REQUIRE(!x.dist().options(d).periodic, bad,
+                  what + ": dimension " + std::to_string(d) +
+                      " of the input is periodic; the operators pad with zeros at the global "
+                      "boundary. Describe a circular padding as part of the input instead");
+}
+
+std::uint64_t params_hash(std::vector<win1> const& win, index_t cout, bool xb, boundary_fill f,
+                          dist_options const& o) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
+  auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (auto const& w : win)
+    for (index_t v : {w.in, w.out, w.k, w.s, w.pl, w.ph, w.dil}) mix(static_cast<std::uint64_t>(v));
+  mix(static_cast<std::uint64_t>(cout));
+  mix(xb ? 1 : 0);
+  mix(static_cast<std::uint64_t>(f));
+  mix(o.overlap ? 1 : 0);
+  mix(static_cast<std::uint64_t>(o.method));
+  return h;
+}
+
+} // namespace
+
+window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<win1> w,
+                           index_t out_channels, bool x_for_backward, boundary_fill fill,
+                           dist_options const& o)
+    : name(what), win(std::move(w)), opt(o) {
+  // Every rank validates the same replicated description; the check makes a rank that was
+  // given different parameters fail everywhere instead of hanging in the first exchange.
+  halox::detail::collective_check(
+      x.grid().comm(), name, [&] { validate(name, x); },
+      [&] { return params_hash(win, out_channels, x_for_backward, fill, opt); });
+  distribution const& xd = x.dist();
+  int const nd = xd.ndim(), nsp = nd - 2;
+  HALOX_REQUIRE(static_cast<int>(win.size()) == nsp, errc::internal,
+                name + ": window count differs from the spatial rank");
+
+  std::vector<dim_options> in_opt(static_cast<std::size_t>(nd)), out_opt(in_opt);
+  in_opt[0].sizes = sizes_of(starts_of(xd, 0));
+  out_opt[0].sizes = in_opt[0].sizes;
+  halo_lo.assign(static_cast<std::size_t>(nd), 0);
+  halo_hi.assign(static_cast<std::size_t>(nd), 0);
+  // Per-part ranges per dimension: owned input, owned output, and the dy each part needs.
+  std::vector<std::vector<range1>> need_r(static_cast<std::size_t>(nd));
+  std::vector<std::vector<range1>> in_r(static_cast<std::size_t>(nd)), out_r(in_r);
+  in_r[0] = out_r[0] = need_r[0] = ranges_of(starts_of(xd, 0));
+  in_r[1] = {{0, xd.shape()[1]}};
+  out_r[1] = need_r[1] = {{0, out_channels}};
+  std::vector<index_t> out_shape{xd.shape()[0], out_channels};
+  for (int i = 0; i < nsp; ++i) {
+    int const d = 2 + i;
+    win1 const& g = win[i];
+    auto const in_starts = starts_of(xd, d);
+    auto const out_starts = output_starts(g, in_starts);
+    in_r[d] = ranges_of(in_starts);
+    out_r[d] = ranges_of(out_starts);
+    std::vector<range1> fwd, xbwd;
+    for (std::size_t p = 0; p < in_r[d].size(); ++p) {
+      fwd.push_back(input_footprint(g, out_r[d][p]));
+      need_r[d].push_back(output_footprint(g, in_r[d][p]));
+      xbwd.push_back(input_footprint(g, need_r[d].back()));
+    }
+    halo1 h = halo_for(in_r[d], fwd);
+    if (x_for_backward) {
+      halo1 const hb = halo_for(in_r[d], xbwd);
+      h.lo = std::max(h.lo, hb.lo);
+      h.hi = std::max(h.hi, hb.hi);
+    }
+    halo_lo[d] = static_cast<int>(h.lo);
+    halo_hi[d] = static_cast<int>(h.hi);
+    in_opt[d].halo_lo = halo_lo[d];
+    in_opt[d].halo_hi = halo_hi[d];
+    in_opt[d].sizes = sizes_of(in_starts);
+    out_opt[d].sizes = sizes_of(out_starts);
+    out_shape.push_back(g.out);
+    in_ext.push_back(g.in);
+  }
+  in.emplace(x.grid(), xd.shape(), xd.type(), in_opt);
+  out.emplace(x.grid(), out_shape, xd.type(), out_opt);
+
+  halo_options ho;
+  ho.method = opt.method;
+  ho.boundary = fill;
+  ho.fill_value = 0.0;
+  ho.tune = opt.tune;
+  halo = std::make_unique<halo_plan>(*in, ho);
+  gather = std::make_unique<box_gather>(*out, need_r, opt.method, opt.tune);
+
+  auto const c = xd.coords_of(x.grid().rank());
+  std::vector<range1> ri, ro, fi, bi, need;
+  for (int i = 0; i < nsp; ++i) {
+    int const d = 2 + i;
+    ri.push_back(in_r[d][c[d]]);
+    ro.push_back(out_r[d][c[d]]);
+    fi.push_back(forward_interior(win[i], ro.back(), ri.back()));
+    bi.push_back(backward_interior(win[i], ri.back(), ro.back()));
+    need.push_back(need_r[d][c[d]]);
+  }
+  has_work = !in_r[0][c[0]].empty() && !make_box(ri).empty();
+  in_own = make_box(ri);
+  out_own = make_box(ro);
+  fwd_interior = make_box(fi);
+  bwd_interior = make_box(bi);
+  dy_need = make_box(need);
+  if (in_r[0][c[0]].empty()) { // no samples: nothing to compute at all
+    in_own = out_own = fwd_interior = bwd_interior = make_box(std::vector<range1>(nsp));
+  }
+  fwd_boundary = boundary_boxes(out_own, fwd_interior);
+  bwd_boundary = boundary_boxes(in_own, bwd_interior);
+}
+
+std::string window_layer::describe() const {
+  std::ostringstream os;
+  os << name << " on rank " << in->grid().rank() << "\n  input  " << in->dist().str()
+     << "\n  output " << out->dist().str() << "\n  owned input " << box_str(in_own)
+     << ", owned output " << box_str(out_own) << "\n  forward: interior " << box_str(fwd_interior)
+     << " + " << fwd_boundary.size() << " boundary box(es); " << halo->describe()
+     << "\n  backward: interior " << box_str(bwd_interior) << " + " << bwd_boundary.size()
+     << " boundary box(es); " << gather->summary() << "\n";
+  return os.str();
+}
+
+void check_partition(tensor_view const& v, tensor_desc const& expected, std::string const& what) {
+  HALOX_REQUIRE(v.desc != nullptr, bad,
+                what + " has no descriptor; build it as tensor_view(desc, data, bytes)");
+  distribution const &a = v.desc->dist(), &b = expected.dist();
+  bool same = a.shape() == b.shape() && a.type() == b.type() && a.parts() == b.parts();
+  for (int d = 0; same && d < a.ndim(); ++d)
+    for (int p = 0; same && p < a.parts()[d]; ++p) same = a.part_start(d, p) == b.part_start(d, p);
+  HALOX_REQUIRE(same, bad,
+                what + " is described as " + a.str() + " but the operator works on " + b.str() +
+                    " (same shape, dtype and blocks needed; halos and strides may differ): "
+                    "allocate it from the operator's descriptor");
+  std::size_t const need = v.desc->local_bytes();
+  HALOX_REQUIRE(v.bytes >= need, bad,
+                what + " holds " + std::to_string(v.bytes) + " bytes but its descriptor needs " +
+                    std::to_string(need) + " on this rank");
+  HALOX_REQUIRE(need == 0 || v.data != nullptr, bad, what + " is a null pointer");
+}
+
+std::string shape_str(std::vector<index_t> const& shape) {
+  std::string s = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+communicator dup_comm(MPI_Comm c) {
+  MPI_Comm d = MPI_COMM_NULL;
+  HALOX_MPI_CHECK(MPI_Comm_dup(c, &d));
+  return communicator(d);
+}
+
+void check_layout(tensor_view const& v, tensor_desc const& expected, std::string const& what) {
+  halox::detail::check_view(v, expected, what);
+}
+
+} // namespace halox::ops::detail

@@ -1,0 +1,123 @@
+#pragma once
+// The distributed part of a windowed layer (convolution or pooling), independent of the
+// element type and of what the kernels compute: descriptors with derived halos and output
+// distribution, the forward halo plan, the backward dy gather, this rank's interior and
+// boundary boxes, and the overlap loop that runs kernels around an exchange.
+
+#include "ops/dist_exchange.hpp"
+#include "ops/dist_geometry.hpp"
+
+#include <halox/halo.hpp>
+#include <halox/ops/dist_common.hpp>
+#include <halox/tensor_desc.hpp>
+
+#include <mpi.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace halox::ops::detail {
+
+/// Geometry and communication of one distributed windowed layer.
+struct window_layer {
+  /// Collective over `x`'s grid. `win` has one window per spatial dimension; `out_channels` is
+  /// the channel count of the output; with `x_for_backward` the input halo also covers what
+  /// max-pooling backward re-reads (the input footprint of the output footprint of each block);
+  /// `fill` is applied to halo cells beyond the global boundary; `what` names the operator in
+  /// errors.
+  window_layer(char const* what, tensor_desc const& x, std::vector<win1> win, index_t out_channels,
+               bool x_for_backward, boundary_fill fill, dist_options const& o);
+
+  std::string name;                   ///< operator name for messages
+  std::vector<win1> win;              ///< per spatial dimension
+  std::vector<index_t> in_ext;        ///< global spatial input extent
+  dist_options opt;                   ///< as given
+  std::optional<tensor_desc> in;      ///< input with halos (what callers allocate for x)
+  std::optional<tensor_desc> out;     ///< output, no halos, derived part sizes
+  std::vector<int> halo_lo, halo_hi;  ///< input halos per dimension (0 on N and C)
+  std::unique_ptr<halo_plan> halo;    ///< forward exchange of the input
+  std::unique_ptr<box_gather> gather; ///< backward gather of dy
+
+  box in_own, out_own;           ///< this rank's owned spatial boxes (global coordinates)
+  box fwd_interior;              ///< outputs computable from owned inputs only
+  std::vector<box> fwd_boundary; ///< the rest of out_own
+  box bwd_interior;              ///< inputs whose gradient needs only owned dy
+  std::vector<box> bwd_boundary; ///< the rest of in_own
+  box dy_need;                   ///< spatial box of dy the gather brings (output coordinates)
+  bool has_work = false;         ///< owns samples and input positions
+
+  /// Multi-line account of halos, output distribution, boxes and exchanges.
+  [[nodiscard]] std::string describe() const;
+};
+
+/// Throws `halox::error` unless `v` is a buffer of a tensor with the same global shape, dtype
+/// and blocks as `expected` (halo widths and strides may differ) and large enough.
+void check_partition(tensor_view const& v, tensor_desc const& expected, std::string const& what);
+/// Throws unless `v` is laid out exactly as `expected` (same distribution and strides).
+void check_layout(tensor_view const& v, tensor_desc const& expected, std::string const& what);
+
+/// "[2, 3, 4]" for messages.
+[[nodiscard]] std::string shape_str(std::vector<index_t> const& shape);
+
+/// The MPI datatype of float or double.
+template <class T> MPI_Datatype mpi_type() {
+  return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+/// Copies a contiguous row-major array into a (possibly strided) view of the same shape.
+template <class T> void copy_into(T const* src, tensor_ref<T> const& dst) {
+  for (index_t e : dst.shape)
+    if (e == 0) return;
+  std::vector<index_t> i(dst.shape.size(), 0);
+  for (index_t k = 0;; ++k) {
+    index_t off = 0;
+    for (std::size_t d = 0; d < i.size(); ++d) off += i[d] * dst.strides[d];
+    dst.data[off] = src[k];
+    int d = static_cast<int>(i.size()) - 1;
+    while (d >= 0 && ++i[d] == dst.shape[d]) i[d--] = 0;
+    if (d < 0) return;
+  }
+}
+
+/// The gathered workspace `ws` of `g` as a block at its global spatial origin.
+template <class T>
+const_block_ref<T> workspace_block(std::vector<T> const& ws, box_gather const& g) {
+  std::vector<index_t> const origin(g.origin().begin() + 2, g.origin().end());
+  return const_block_ref<T>(const_tensor_ref<T>(ws.data(), g.shape()), origin);
+}
+
+/// A private duplicate of `c` (collective), so an operator's own collectives never match the
+/// caller's.
+[[nodiscard]] communicator dup_comm(MPI_Comm c);
+
+/// Runs `kernel(box, after_exchange)` on `interior` between `start()` and `wait()`, then on the
+/// `boundary` boxes; without overlap, after `wait()` on `whole`. Accumulates into `t`.
+template <class Start, class Wait, class Kernel>
+void run_overlapped(bool overlap, Start&& start, Wait&& wait, box const& interior,
+                    std::vector<box> const& boundary, box const& whole, Kernel&& kernel,
+                    dist_timings& t) {
+  double c = MPI_Wtime();
+  start();
+  double n = MPI_Wtime();
+  t.start += n - c;
+  if (overlap && !interior.empty()) {
+    kernel(interior, false);
+    c = MPI_Wtime();
+    t.compute += c - n;
+    n = c;
+  }
+  wait();
+  c = MPI_Wtime();
+  t.wait += c - n;
+  if (overlap) {
+    for (auto const& b : boundary) kernel(b, true);
+  } else if (!whole.empty()) {
+    kernel(whole, true);
+  }
+  t.compute += MPI_Wtime() - c;
+}
+
+} // namespace halox::ops::detail

@@ -1,0 +1,607 @@
+// Distributed operators = serial operators, at every rank count the suite runs (1-8).
+//
+// Every rank builds the whole input from the same seed, runs the serial operator on the whole
+// tensor, runs the distributed operator on its part, and compares its owned outputs and
+// gradients with the serial result restricted to its block. Forward and backward-data must be
+// bitwise equal (the serial sub-box kernels compute each position from the same terms in the
+// same order as the whole-tensor ones); weight and bias gradients and global batch-norm
+// statistics differ only by summation order (see docs/dist_ops.md for the tolerances).
+//
+// Every rank reaches the same collectives whatever its checks find: only EXPECT_* around
+// collectives, and configurations drawn from a seed shared by all ranks.
+#include <halox/error.hpp>
+#include <halox/ops/distributed.hpp>
+#include <halox/ops/ops.hpp>
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace ops = halox::ops;
+using halox::box;
+using halox::dim_options;
+using halox::index_t;
+using halox::process_grid;
+using halox::tensor_desc;
+using halox::tensor_view;
+using shape_t = std::vector<index_t>;
+
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+struct rng {
+  std::mt19937_64 g;
+  explicit rng(std::uint64_t seed) : g(seed) {}
+  index_t operator()(index_t lo, index_t hi) { // inclusive
+    return std::uniform_int_distribution<index_t>(lo, hi)(g);
+  }
+};
+
+template <class T>
+std::vector<T> random_tensor(shape_t const& s, std::uint64_t seed, double lo = -1, double hi = 1) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<T> v(static_cast<std::size_t>(ops::element_count(s)));
+  for (auto& x : v) x = static_cast<T>(u(g));
+  return v;
+}
+
+// Calls f(global index, row-major offset in the global tensor, offset in the local buffer) for
+// every owned cell of `d` on this rank.
+template <class F> void for_each_owned(tensor_desc const& d, F&& f) {
+  box const own = d.owned_box();
+  if (own.empty()) return;
+  auto const off = d.owned_offset();
+  int const nd = d.ndim();
+  shape_t i(own.lo, own.lo + nd);
+  while (true) {
+    index_t g = 0, l = 0;
+    for (int k = 0; k < nd; ++k) {
+      g = g * d.shape()[k] + i[k];
+      l += (i[k] - own.lo[k] + off[k]) * d.strides()[k];
+    }
+    f(i, g, l);
+    int k = nd - 1;
+    for (; k >= 0; --k) {
+      if (++i[k] < own.hi[k]) break;
+      i[k] = own.lo[k];
+    }
+    if (k < 0) return;
+  }
+}
+
+// A local buffer of `d`: owned cells from `global`, halo cells NaN (so that a halo the exchange
+// misses, or a padding cell a kernel reads, shows).
+template <class T> std::vector<T> scatter(tensor_desc const& d, std::vector<T> const& global) {
+  std::vector<T> v(static_cast<std::size_t>(d.local_elements()),
+                   std::numeric_limits<T>::quiet_NaN());
+  for_each_owned(d, [&](shape_t const&, index_t g, index_t l) { v[l] = global[g]; });
+  return v;
+}
+
+std::string idx_str(shape_t const& i) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t k = 0; k < i.size(); ++k) os << (k ? "," : "") << i[k];
+  return os.str() + "]";
+}
+
+// Owned cells of `local` against `global`: |got - want| <= tol * max(1, max|want|); tol 0 asks
+// for bitwise equality (NaN never equals).
+template <class T> void expect_owned(tensor_desc const& d, std::vector<T> const& local,
+                                     std::vector<T> const& global, double tol,
+                                     std::string const& what) {
+  double scale = 1;
+  for (T x : global) scale = std::max(scale, std::abs(static_cast<double>(x)));
+  index_t bad = 0;
+  std::string first;
+  for_each_owned(d, [&](shape_t const& i, index_t g, index_t l) {
+    double const got = local[l], want = global[g];
+    bool const ok = tol == 0 ? local[l] == global[g] : std::abs(got - want) <= tol * scale;
+    if (!ok && bad++ == 0) {
+      std::ostringstream os;
+      os.precision(17);
+      os << idx_str(i) << " got " << got << " want " << want;
+      first = os.str();
+    }
+  });
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " mismatches (tol " << tol << "), first " << first;
+}
+
+template <class T> void expect_close(std::vector<T> const& got, std::vector<T> const& want,
+                                     double tol, std::string const& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 1, err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+    err = std::max(err, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+  }
+  EXPECT_LE(err, tol * scale) << what << ": max error " << err << " (scale " << scale << ")";
+}
+
+// Grid extents splitting P over N and the spatial dimensions, each prime factor of P given to a
+// random one of them (channels never split).
+std::vector<int> random_dims(rng& r, int p, int nd) {
+  std::vector<int> dims(static_cast<std::size_t>(nd), 1);
+  for (int f = 2; p > 1;) {
+    if (p % f != 0) {
+      ++f;
+      continue;
+    }
+    p /= f;
+    int d = static_cast<int>(r(0, nd - 2));
+    dims[d == 0 ? 0 : d + 1] *= f;
+  }
+  return dims;
+}
+
+// Options for the input descriptor: balanced blocks, or (with `uneven`) random part sizes
+// that may leave parts empty.
+std::vector<dim_options> random_sizes(rng& r, shape_t const& shape, std::vector<int> const& dims,
+                                      bool uneven) {
+  std::vector<dim_options> o(shape.size());
+  if (!uneven) return o;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (dims[d] == 1) continue;
+    std::vector<index_t> cut{0, shape[d]};
+    for (int p = 1; p < dims[d]; ++p) cut.push_back(r(0, shape[d]));
+    std::sort(cut.begin(), cut.end());
+    for (std::size_t p = 0; p + 1 < cut.size(); ++p) o[d].sizes.push_back(cut[p + 1] - cut[p]);
+  }
+  return o;
+}
+
+ops::dist_options with_overlap(bool on) {
+  ops::dist_options o;
+  o.overlap = on;
+  return o;
+}
+
+ops::pool_params max_pool(std::vector<index_t> k, std::vector<index_t> s = {},
+                          std::vector<index_t> pad = {}) {
+  ops::pool_params p;
+  p.kernel = std::move(k);
+  p.stride = std::move(s);
+  p.pad_lo = p.pad_hi = std::move(pad);
+  return p;
+}
+
+// Tolerance of the gradients summed over ranks (see docs/dist_ops.md).
+template <class T> double sum_tol() { return sizeof(T) == 4 ? 2e-5 : 1e-12; }
+
+struct window_case {
+  shape_t x;        // [N, C, spatial...]
+  index_t cout = 0; // conv only
+  std::vector<index_t> k, s, pl, ph, dil;
+  std::vector<int> dims; // grid
+  std::vector<dim_options> sizes;
+  bool overlap = true;
+  std::string name;
+};
+
+std::string describe(window_case const& c) {
+  std::ostringstream os;
+  os << c.name << " x" << idx_str(c.x) << " k" << idx_str(c.k) << " s" << idx_str(c.s) << " pad"
+     << idx_str(c.pl) << idx_str(c.ph) << " dil" << idx_str(c.dil) << " grid"
+     << idx_str(shape_t(c.dims.begin(), c.dims.end())) << (c.overlap ? " overlap" : "");
+  return os.str();
+}
+
+// Distributed convolution = serial: forward, dx bitwise; dw, db to summation order.
+template <class T> void check_conv(window_case const& c) {
+  SCOPED_TRACE(describe(c));
+  process_grid grid(MPI_COMM_WORLD, c.dims);
+  tensor_desc const xd(grid, c.x, halox::dtype_of<T>(), c.sizes);
+  int const nsp = static_cast<int>(c.x.size()) - 2;
+  shape_t ws{c.cout, c.x[1]};
+  for (int i = 0; i < nsp; ++i) ws.push_back(c.k.size() == 1 ? c.k[0] : c.k[i]);
+  ops::conv_params const p{c.s, c.pl, c.ph, c.dil};
+  ops::dist_conv<T> layer(xd, ws, p, with_overlap(c.overlap));
+  shape_t const ys = ops::conv_output_shape(c.x, ws, p);
+  ASSERT_EQ(layer.output_desc().shape(), ys);
+
+  auto const x = random_tensor<T>(c.x, 11), w = random_tensor<T>(ws, 12);
+  auto const b = random_tensor<T>({c.cout}, 13), dy = random_tensor<T>(ys, 14);
+  std::vector<T> y_ref(dy.size()), dx_ref(x.size()), dw_ref(w.size()), db_ref(b.size());
+  ops::conv_forward<T>({x.data(), c.x}, {w.data(), ws}, b.data(), {y_ref.data(), ys}, p);
+  ops::conv_backward_data<T>({dy.data(), ys}, {w.data(), ws}, {dx_ref.data(), c.x}, p);
+  ops::conv_backward_weights<T>({x.data(), c.x}, {dy.data(), ys}, {dw_ref.data(), ws}, p);
+  ops::conv_backward_bias<T>({dy.data(), ys}, db_ref.data());
+
+  auto xl = scatter(layer.input_desc(), x);
+  std::vector<T> yl(static_cast<std::size_t>(layer.output_desc().local_elements()));
+  layer.forward(tensor_view(layer.input_desc(), xl), {w.data(), ws}, b.data(),
+                tensor_view(layer.output_desc(), yl));
+  expect_owned(layer.output_desc(), yl, y_ref, 0, "y");
+
+  auto dyl = scatter(layer.output_desc(), dy);
+  std::vector<T> dxl(static_cast<std::size_t>(xd.local_elements())), dw(w.size()), db(b.size());
+  layer.backward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), dyl),
+                 {w.data(), ws}, tensor_view(xd, dxl), {dw.data(), ws}, db.data());
+  expect_owned(xd, dxl, dx_ref, 0, "dx");
+  expect_close(dw, dw_ref, sum_tol<T>(), "dw");
+  expect_close(db, db_ref, sum_tol<T>(), "db");
+  EXPECT_GE(layer.timings().total, layer.timings().compute) << nsp;
+}
+
+// Distributed pooling = serial, forward and backward, bitwise.
+template <class T>
+void check_pool(window_case const& c, ops::pool_kind kind, bool include_pad = true) {
+  SCOPED_TRACE(describe(c) + (kind == ops::pool_kind::max ? " max" : " avg"));
+  process_grid grid(MPI_COMM_WORLD, c.dims);
+  tensor_desc const xd(grid, c.x, halox::dtype_of<T>(), c.sizes);
+  ops::pool_params const p{kind, c.k, c.s, c.pl, c.ph, c.dil, include_pad};
+  ops::dist_pool<T> layer(xd, p, with_overlap(c.overlap));
+  shape_t const ys = ops::pool_output_shape(c.x, p);
+  // Integers: ties in max windows are frequent, so the first-maximum rule gets exercised.
+  auto x = random_tensor<T>(c.x, 21, -4, 4);
+  for (auto& v : x) v = std::floor(v);
+  auto const dy = random_tensor<T>(ys, 22);
+  std::vector<T> y_ref(dy.size()), dx_ref(x.size());
+  ops::pool_forward<T>({x.data(), c.x}, {y_ref.data(), ys}, p);
+  ops::pool_backward<T>({x.data(), c.x}, {dy.data(), ys}, {dx_ref.data(), c.x}, p);
+
+  auto xl = scatter(layer.input_desc(), x);
+  std::vector<T> yl(static_cast<std::size_t>(layer.output_desc().local_elements()));
+  layer.forward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), yl));
+  expect_owned(layer.output_desc(), yl, y_ref, 0, "y");
+  auto dyl = scatter(layer.output_desc(), dy);
+  auto dxl = scatter(layer.input_desc(), std::vector<T>(x.size(), T(7)));
+  layer.backward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), dyl),
+                 tensor_view(layer.input_desc(), dxl));
+  expect_owned(layer.input_desc(), dxl, dx_ref, 0, "dx");
+}
+
+// A random valid window configuration on a random grid of the world size.
+window_case random_case(rng& r, bool conv) {
+  window_case c;
+  int const nsp = static_cast<int>(r(1, 3));
+  c.x = {r(1, 4), r(1, 3)};
+  for (int i = 0; i < nsp; ++i) c.x.push_back(r(1, nsp == 3 ? 6 : 11));
+  c.cout = r(1, 3);
+  for (int i = 0; i < nsp; ++i) {
+    index_t const in = c.x[2 + i];
+    while (true) {
+      index_t const k = r(1, 5), s = r(1, 3), d = r(1, 2), pl = r(0, 3), ph = r(0, 3);
+      if ((k - 1) * d + 1 > in + pl + ph) continue;
+      if (!conv) { // max pooling rejects windows made only of padding
+        try {
+          auto mp = max_pool({k}, {s});
+          mp.pad_lo = {pl};
+          mp.pad_hi = {ph};
+          mp.dilation = {d};
+          (void)ops::pool_output_shape({1, 1, in}, mp);
+        } catch (halox::error const&) {
+          continue;
+        }
+      }
+      c.k.push_back(k);
+      c.s.push_back(s);
+      c.dil.push_back(d);
+      c.pl.push_back(pl);
+      c.ph.push_back(ph);
+      break;
+    }
+  }
+  c.dims = random_dims(r, world_size(), static_cast<int>(c.x.size()));
+  c.sizes = random_sizes(r, c.x, c.dims, r(0, 1) == 1);
+  c.overlap = r(0, 3) != 0;
+  c.name = conv ? "conv" : "pool";
+  return c;
+}
+
+TEST(DistOps, ConvMatchesSerialRandom) {
+  rng r(2024);
+  for (int i = 0; i < 10; ++i) {
+    auto const c = random_case(r, true);
+    if (i % 2)
+      check_conv<float>(c);
+    else
+      check_conv<double>(c);
+  }
+}
+
+TEST(DistOps, PoolMatchesSerialRandom) {
+  rng r(77);
+  for (int i = 0; i < 10; ++i) {
+    auto const c = random_case(r, false);
+    auto const kind = i % 2 ? ops::pool_kind::max : ops::pool_kind::average;
+    if (i % 3)
+      check_pool<double>(c, kind, i % 4 != 1);
+    else
+      check_pool<float>(c, kind, i % 4 != 1);
+  }
+}
+
+// 7x7 global pooling of a 7x7 image split four ways along W (2,2,2,1): one rank computes the
+// only output from all seven columns, reaching two ranks away; every rank needs its dy.
+TEST(DistOps, MultiHopGlobalPool7x7) {
+  int const p = world_size();
+  int const ways = p % 4 == 0 ? 4 : p;
+  window_case c;
+  c.x = {p % 4 == 0 ? index_t(p / 4) : index_t(1), 2, 7, 7};
+  c.dims = {p / ways, 1, 1, ways};
+  c.k = {7};
+  c.name = "multihop";
+  check_pool<double>(c, ops::pool_kind::max);
+  check_pool<float>(c, ops::pool_kind::average);
+  if (ways == 4) {
+    process_grid grid(MPI_COMM_WORLD, c.dims);
+    tensor_desc const xd(grid, c.x, halox::dtype::float64);
+    ops::dist_pool<double> layer(xd, max_pool({7}));
+    EXPECT_EQ(layer.halo_lo()[3], 2);
+    EXPECT_EQ(layer.halo_hi()[3], 3) << layer.describe();
+  }
+  // The same reach with a convolution (7x7, valid): a single output column as well.
+  c.cout = 2;
+  c.k = {7, 7};
+  check_conv<double>(c);
+}
+
+// The last mini-batch smaller than the number of ranks along N: trailing ranks own nothing.
+TEST(DistOps, EmptyRankAlongN) {
+  int const p = world_size();
+  window_case c;
+  c.x = {std::max<index_t>(1, p / 2), 2, 6, 5};
+  c.dims = {p, 1, 1, 1};
+  c.k = {3};
+  c.pl = c.ph = {1};
+  c.cout = 3;
+  c.name = "emptyN";
+  check_conv<double>(c);
+  check_pool<float>(c, ops::pool_kind::max);
+  // Explicit sizes with an empty rank in the middle of N as well as spatial empty parts.
+  if (p >= 4) {
+    c.dims = {p / 2, 1, 2, 1};
+    c.sizes.assign(4, {});
+    c.sizes[0].sizes.assign(static_cast<std::size_t>(p / 2), 0);
+    c.sizes[0].sizes[0] = c.x[0];
+    c.sizes[2].sizes = {6, 0};
+    check_conv<float>(c);
+  }
+}
+
+TEST(DistOps, ValidConvolution) {
+  rng r(5);
+  for (int i = 0; i < 4; ++i) {
+    window_case c;
+    c.x = {2, 2, 9, 8};
+    c.k = {i % 2 ? 5 : 3};
+    c.cout = 2;
+    c.dims = random_dims(r, world_size(), 4);
+    c.overlap = i < 2;
+    c.name = "valid";
+    check_conv<double>(c);
+  }
+}
+
+TEST(DistOps, Stride2ConvAndPool) {
+  rng r(6);
+  for (int i = 0; i < 3; ++i) {
+    window_case c;
+    c.x = {2, 3, 9, 10};
+    c.k = {3};
+    c.s = {2};
+    c.pl = c.ph = {1};
+    c.cout = 4;
+    c.dims = random_dims(r, world_size(), 4);
+    c.sizes = random_sizes(r, c.x, c.dims, i == 2);
+    c.name = "stride2";
+    check_conv<float>(c);
+    check_pool<double>(c, ops::pool_kind::max);
+    c.k = {2};
+    c.pl = c.ph = {0};
+    check_pool<double>(c, ops::pool_kind::average);
+  }
+  window_case c3; // 3-D, stride 2 on depth only
+  c3.x = {1, 2, 6, 5, 4};
+  c3.k = {3, 3, 1};
+  c3.s = {2, 1, 1};
+  c3.pl = c3.ph = {1, 1, 0};
+  c3.cout = 2;
+  c3.dims = random_dims(r, world_size(), 5);
+  c3.name = "stride2-3d";
+  check_conv<double>(c3);
+}
+
+// Overlap on and off compute the same bits (and both equal the serial result).
+TEST(DistOps, OverlapOnAndOffAreIdentical) {
+  int const p = world_size();
+  process_grid grid = process_grid::create(MPI_COMM_WORLD, {0, 1, 0, 0}, {2, 3, 12, 11},
+                                           {0, 0, 1, 1}, {0, 0, 1, 1});
+  tensor_desc const xd(grid, {2, 3, 12, 11}, halox::dtype::float32);
+  shape_t const ws{4, 3, 3, 3};
+  ops::conv_params const cp{{}, {1}, {1}, {}};
+  auto const x = random_tensor<float>(xd.shape(), 31), w = random_tensor<float>(ws, 32);
+  std::vector<std::vector<float>> ys;
+  for (bool overlap : {true, false}) {
+    ops::dist_conv<float> layer(xd, ws, cp, with_overlap(overlap));
+    auto xl = scatter(layer.input_desc(), x);
+    ys.emplace_back(static_cast<std::size_t>(layer.output_desc().local_elements()));
+    layer.forward(tensor_view(layer.input_desc(), xl), {w.data(), ws}, nullptr,
+                  tensor_view(layer.output_desc(), ys.back()));
+  }
+  EXPECT_EQ(ys[0], ys[1]) << "overlap changed the result on " << p << " ranks";
+  window_case c;
+  c.x = xd.shape();
+  c.k = {3};
+  c.pl = c.ph = {1};
+  c.cout = 4;
+  c.dims = grid.dims();
+  for (bool overlap : {true, false}) {
+    c.overlap = overlap;
+    c.name = "overlap";
+    check_conv<float>(c);
+    check_pool<float>(c, ops::pool_kind::max);
+  }
+}
+
+// Batch-norm statistics over the whole tensor: equal to serial up to the merge order.
+template <class T> void check_bn_global(shape_t const& shape, std::vector<int> const& dims) {
+  process_grid grid(MPI_COMM_WORLD, dims);
+  tensor_desc const xd(grid, shape, halox::dtype_of<T>());
+  index_t const c = shape[1];
+  auto const x = random_tensor<T>(shape, 41, 1, 5), dy = random_tensor<T>(shape, 42);
+  auto const gamma = random_tensor<T>({c}, 43), beta = random_tensor<T>({c}, 44);
+  std::vector<T> rm_ref(c, T(0.5)), rv_ref(c, T(2)), rm(rm_ref), rv(rv_ref);
+  std::vector<T> y_ref(x.size()), dx_ref(x.size()), dg_ref(c), db_ref(c), dg(c), db(c);
+  ops::bn_params const bp{};
+  auto const saved =
+      ops::batch_norm_forward<T>({x.data(), shape}, gamma.data(), beta.data(), rm_ref.data(),
+                                 rv_ref.data(), {y_ref.data(), shape}, bp);
+  ops::batch_norm_backward<T>({x.data(), shape}, {dy.data(), shape}, saved, gamma.data(),
+                              {dx_ref.data(), shape}, dg_ref.data(), db_ref.data(), bp);
+  ops::dist_batch_norm<T> bn(xd, ops::bn_stats_mode::global, bp);
+  auto xl = scatter(xd, x), dyl = scatter(xd, dy);
+  std::vector<T> yl(xl.size()), dxl(xl.size());
+  bn.forward(tensor_view(xd, xl), tensor_view(xd, yl), gamma.data(), beta.data(), rm.data(),
+             rv.data());
+  double const tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
+  expect_owned(xd, yl, y_ref, tol, "y");
+  expect_close(rm, rm_ref, tol, "running_mean");
+  expect_close(rv, rv_ref, tol, "running_var");
+  bn.backward(tensor_view(xd, xl), tensor_view(xd, dyl), gamma.data(), tensor_view(xd, dxl),
+              dg.data(), db.data());
+  expect_owned(xd, dxl, dx_ref, tol, "dx");
+  expect_close(dg, dg_ref, sum_tol<T>(), "dgamma");
+  expect_close(db, db_ref, sum_tol<T>(), "dbeta");
+}
+
+TEST(DistOps, BatchNormGlobalStats) {
+  int const p = world_size();
+  rng r(8);
+  check_bn_global<double>({4, 3, 6, 5}, random_dims(r, p, 4));
+  check_bn_global<float>({2, 2, 3, 4, 5}, random_dims(r, p, 5));
+  check_bn_global<double>({2, 3, 5, 4}, {p, 1, 1, 1}); // empty ranks along N
+}
+
+// Local statistics: each rank's block normalised on its own, bitwise as serial batch norm of
+// that block; dgamma / dbeta summed over the blocks.
+TEST(DistOps, BatchNormLocalStats) {
+  int const p = world_size();
+  rng r(9);
+  shape_t const shape{4, 3, 6, 5};
+  process_grid grid(MPI_COMM_WORLD, random_dims(r, p, 4));
+  tensor_desc const xd(grid, shape, halox::dtype::float64);
+  index_t const c = shape[1];
+  auto const x = random_tensor<double>(shape, 51, -2, 3), dy = random_tensor<double>(shape, 52);
+  auto const gamma = random_tensor<double>({c}, 53), beta = random_tensor<double>({c}, 54);
+  std::vector<double> dg_sum(c, 0), db_sum(c, 0), y_ref(x.size()), dx_ref(x.size());
+  std::vector<double> rm_ref(c, 0), rv_ref(c, 1);
+  ops::bn_params const bp{};
+  for (int q = 0; q < p; ++q) { // serial batch norm of every rank's block, one at a time
+    box const own = xd.owned_box(q);
+    if (own.empty()) continue;
+    shape_t bs(own.hi, own.hi + 4), lo(own.lo, own.lo + 4);
+    for (int d = 0; d < 4; ++d) bs[d] -= lo[d];
+    auto const cut = [&](std::vector<double> const& g) {
+      std::vector<double> v(static_cast<std::size_t>(ops::element_count(bs)));
+      index_t k = 0;
+      for (index_t a = 0; a < bs[0]; ++a)
+        for (index_t b = 0; b < bs[1]; ++b)
+          for (index_t e = 0; e < bs[2]; ++e)
+            for (index_t f = 0; f < bs[3]; ++f)
+              v[k++] =
+                  g[(((lo[0] + a) * shape[1] + b) * shape[2] + lo[2] + e) * shape[3] + lo[3] + f];
+      return v;
+    };
+    auto const xb = cut(x), dyb = cut(dy);
+    std::vector<double> yb(xb.size()), dxb(xb.size()), dg(c), db(c), rm(c, 0), rv(c, 1);
+    auto const m = ops::batch_norm_forward<double>({xb.data(), bs}, gamma.data(), beta.data(),
+                                                   rm.data(), rv.data(), {yb.data(), bs}, bp);
+    ops::batch_norm_backward<double>({xb.data(), bs}, {dyb.data(), bs}, m, gamma.data(),
+                                     {dxb.data(), bs}, dg.data(), db.data(), bp);
+    for (index_t i = 0; i < c; ++i) {
+      dg_sum[i] += dg[i];
+      db_sum[i] += db[i];
+    }
+    if (q != grid.rank()) continue;
+    rm_ref = rm;
+    rv_ref = rv;
+    index_t k = 0; // back into global positions, to compare through expect_owned
+    for (index_t a = 0; a < bs[0]; ++a)
+      for (index_t b = 0; b < bs[1]; ++b)
+        for (index_t e = 0; e < bs[2]; ++e)
+          for (index_t f = 0; f < bs[3]; ++f, ++k) {
+            index_t const g =
+                (((lo[0] + a) * shape[1] + b) * shape[2] + lo[2] + e) * shape[3] + lo[3] + f;
+            y_ref[g] = yb[k];
+            dx_ref[g] = dxb[k];
+          }
+  }
+  ops::dist_batch_norm<double> bn(xd, ops::bn_stats_mode::local, bp);
+  auto xl = scatter(xd, x), dyl = scatter(xd, dy);
+  std::vector<double> yl(xl.size()), dxl(xl.size()), dg(c), db(c), rm(c, 0), rv(c, 1);
+  bn.forward(tensor_view(xd, xl), tensor_view(xd, yl), gamma.data(), beta.data(), rm.data(),
+             rv.data());
+  expect_owned(xd, yl, y_ref, 0, "y (local stats)");
+  if (!xd.empty()) {
+    EXPECT_EQ(rm, rm_ref);
+    EXPECT_EQ(rv, rv_ref);
+  }
+  bn.backward(tensor_view(xd, xl), tensor_view(xd, dyl), gamma.data(), tensor_view(xd, dxl),
+              dg.data(), db.data());
+  expect_owned(xd, dxl, dx_ref, 0, "dx (local stats)");
+  expect_close(dg, dg_sum, 1e-12, "dgamma");
+  expect_close(db, db_sum, 1e-12, "dbeta");
+}
+
+// ReLU on the owned block of a haloed buffer, then a layer chain writing straight into the next
+// layer's haloed input: conv -> relu (in place) -> max pool.
+TEST(DistOps, ReluAndChainedLayers) {
+  shape_t const xs{2, 2, 10, 9}, ws{3, 2, 3, 3};
+  process_grid grid =
+      process_grid::create(MPI_COMM_WORLD, {0, 1, 0, 0}, xs, {0, 0, 1, 1}, {0, 0, 1, 1});
+  tensor_desc const xd(grid, xs, halox::dtype::float64);
+  ops::conv_params const cp{{}, {1}, {1}, {}};
+  ops::pool_params const pp = max_pool({3}, {2}, {1});
+  ops::dist_conv<double> conv(xd, ws, cp);
+  ops::dist_pool<double> pool(conv.output_desc(), pp);
+  ops::dist_relu<double> relu(pool.input_desc());
+  auto const x = random_tensor<double>(xs, 61), w = random_tensor<double>(ws, 62);
+  shape_t const ys = ops::conv_output_shape(xs, ws, cp), zs = ops::pool_output_shape(ys, pp);
+  std::vector<double> y_ref(static_cast<std::size_t>(ops::element_count(ys)));
+  std::vector<double> z_ref(static_cast<std::size_t>(ops::element_count(zs)));
+  ops::conv_forward<double>({x.data(), xs}, {w.data(), ws}, nullptr, {y_ref.data(), ys}, cp);
+  ops::relu_forward<double>({y_ref.data(), ys}, {y_ref.data(), ys});
+  ops::pool_forward<double>({y_ref.data(), ys}, {z_ref.data(), zs}, pp);
+
+  auto xl = scatter(conv.input_desc(), x);
+  std::vector<double> yl(static_cast<std::size_t>(pool.input_desc().local_elements()));
+  std::vector<double> zl(static_cast<std::size_t>(pool.output_desc().local_elements()));
+  tensor_view const yv(pool.input_desc(), yl);
+  conv.forward(tensor_view(conv.input_desc(), xl), {w.data(), ws}, nullptr, yv);
+  relu.forward(yv, yv);
+  pool.forward(yv, tensor_view(pool.output_desc(), zl));
+  expect_owned(pool.input_desc(), yl, y_ref, 0, "conv+relu");
+  expect_owned(pool.output_desc(), zl, z_ref, 0, "conv+relu+pool");
+}
+
+TEST(DistOps, RejectsSplitChannels) {
+  int const p = world_size();
+  if (p == 1) GTEST_SKIP() << "needs 2 ranks to split the channels";
+  process_grid grid(MPI_COMM_WORLD, {1, p, 1});
+  tensor_desc const xd(grid, {1, 2 * p, 8}, halox::dtype::float32);
+  bool threw = false;
+  try {
+    ops::dist_pool<float> layer(xd, max_pool({2}));
+  } catch (halox::error const& e) {
+    threw = true;
+    EXPECT_NE(e.message().find("channels"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(threw);
+}
+
+} // namespace

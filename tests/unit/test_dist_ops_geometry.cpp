@@ -1,0 +1,239 @@
+// Geometry of the distributed windowed operators (src/ops/dist_geometry.hpp), checked against
+// the serial footprint functions and against brute force over random windows and partitions.
+#include "ops/dist_geometry.hpp"
+
+#include <halox/ops/window.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+namespace {
+
+using halox::box;
+using halox::index_t;
+using namespace halox::ops::detail;
+
+struct rng {
+  std::mt19937_64 g;
+  explicit rng(std::uint64_t seed) : g(seed) {}
+  index_t operator()(index_t lo, index_t hi) { // inclusive
+    return std::uniform_int_distribution<index_t>(lo, hi)(g);
+  }
+};
+
+// A random valid 1-D window (the dilated kernel fits the padded input).
+win1 random_window(rng& r) {
+  while (true) {
+    win1 w;
+    w.in = r(1, 24);
+    w.k = r(1, 7);
+    w.s = r(1, 4);
+    w.dil = r(1, 3);
+    w.pl = r(0, 4);
+    w.ph = r(0, 4);
+    index_t const padded = w.in + w.pl + w.ph;
+    if (w.span() + 1 > padded) continue;
+    w.out = (padded - w.span() - 1) / w.s + 1;
+    return w;
+  }
+}
+
+// Random part starts: `parts` parts, some possibly empty.
+std::vector<index_t> random_starts(rng& r, index_t extent, int parts) {
+  std::vector<index_t> cut;
+  for (int p = 1; p < parts; ++p) cut.push_back(r(0, extent));
+  std::sort(cut.begin(), cut.end());
+  std::vector<index_t> s{0};
+  s.insert(s.end(), cut.begin(), cut.end());
+  s.push_back(extent);
+  return s;
+}
+
+box box1(range1 r) {
+  box b;
+  b.nd = 1;
+  b.lo[0] = r.lo;
+  b.hi[0] = r.hi;
+  return b;
+}
+
+halox::ops::conv_params params1(win1 const& w) { return {{w.s}, {w.pl}, {w.ph}, {w.dil}}; }
+
+TEST(DistOpsGeometry, FootprintsMatchTheSerialKernels) {
+  rng r(1);
+  for (int it = 0; it < 3000; ++it) {
+    win1 const w = random_window(r);
+    index_t const a = r(0, w.out), b = r(a, w.out);
+    box const fi = halox::ops::conv_input_footprint(box1({a, b}), {w.in}, {w.k}, params1(w));
+    range1 const mi = input_footprint(w, {a, b});
+    ASSERT_EQ(mi.lo, fi.lo[0]) << it;
+    ASSERT_EQ(mi.hi, fi.hi[0]) << it;
+    index_t const c = r(0, w.in), d = r(c, w.in);
+    box const fo = halox::ops::conv_output_footprint(box1({c, d}), {w.in}, {w.k}, params1(w));
+    range1 const mo = output_footprint(w, {c, d});
+    ASSERT_EQ(mo.lo, fo.lo[0]) << it;
+    ASSERT_EQ(mo.hi, fo.hi[0]) << it;
+  }
+}
+
+TEST(DistOpsGeometry, WindowsResolveLikeTheSerialGeometry) {
+  halox::ops::pool_params pp;
+  pp.kernel = {3};
+  pp.pad_lo = {1};
+  auto const w = pool_windows({7, 9}, pp);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].s, 3); // stride defaults to the kernel
+  EXPECT_EQ(w[1].out, 3);
+  auto const c = conv_windows({8}, {3}, {{2}, {1}, {1}, {}});
+  EXPECT_EQ(c[0].out, 4);
+}
+
+TEST(DistOpsGeometry, EveryOutputGoesToThePartOwningItsAnchor) {
+  rng r(2);
+  for (int it = 0; it < 2000; ++it) {
+    win1 const w = random_window(r);
+    auto const in = random_starts(r, w.in, static_cast<int>(r(1, 9)));
+    auto const out = output_starts(w, in);
+    ASSERT_EQ(out.front(), 0);
+    ASSERT_EQ(out.back(), w.out);
+    for (std::size_t p = 0; p + 1 < out.size(); ++p) {
+      ASSERT_LE(out[p], out[p + 1]);
+      for (index_t o = out[p]; o < out[p + 1]; ++o) {
+        ASSERT_GE(anchor(w, o), in[p]);
+        ASSERT_LT(anchor(w, o), in[p + 1]);
+      }
+    }
+  }
+}
+
+TEST(DistOpsGeometry, SameConvolutionKeepsTheInputDistribution) {
+  win1 w{10, 10, 3, 1, 1, 1, 1};
+  std::vector<index_t> const in{0, 3, 6, 8, 10};
+  EXPECT_EQ(output_starts(w, in), in);
+  win1 s2{10, 5, 3, 2, 1, 1, 1}; // stride 2: output o is centred on input 2o
+  EXPECT_EQ(output_starts(s2, in), (std::vector<index_t>{0, 2, 3, 4, 5}));
+}
+
+TEST(DistOpsGeometry, HalosCoverEveryPartsFootprintsAndNoMore) {
+  rng r(3);
+  for (int it = 0; it < 2000; ++it) {
+    win1 const w = random_window(r);
+    auto const in = random_starts(r, w.in, static_cast<int>(r(1, 9)));
+    auto const own = ranges_of(in), out = ranges_of(output_starts(w, in));
+    std::vector<range1> fwd, bwd;
+    for (std::size_t p = 0; p < own.size(); ++p) {
+      fwd.push_back(input_footprint(w, out[p]));
+      bwd.push_back(input_footprint(w, output_footprint(w, own[p])));
+    }
+    for (auto const* need : {&fwd, &bwd}) {
+      halo1 const h = halo_for(own, *need);
+      bool tight_lo = h.lo == 0, tight_hi = h.hi == 0;
+      for (std::size_t p = 0; p < own.size(); ++p) {
+        range1 const n = (*need)[p];
+        if (own[p].empty() || n.empty()) continue;
+        ASSERT_GE(n.lo, own[p].lo - h.lo);
+        ASSERT_LE(n.hi, own[p].hi + h.hi);
+        tight_lo = tight_lo || n.lo == own[p].lo - h.lo;
+        tight_hi = tight_hi || n.hi == own[p].hi + h.hi;
+      }
+      EXPECT_TRUE(tight_lo && tight_hi) << "a halo wider than any part needs, iteration " << it;
+    }
+  }
+}
+
+TEST(DistOpsGeometry, ForwardInteriorIsExactlyTheOutputsReadingOwnedInputs) {
+  rng r(4);
+  for (int it = 0; it < 2000; ++it) {
+    win1 const w = random_window(r);
+    auto const in = random_starts(r, w.in, static_cast<int>(r(1, 6)));
+    auto const own = ranges_of(in), out = ranges_of(output_starts(w, in));
+    for (std::size_t p = 0; p < own.size(); ++p) {
+      range1 const i = forward_interior(w, out[p], own[p]);
+      ASSERT_GE(i.lo, out[p].lo);
+      ASSERT_LE(i.hi, out[p].hi);
+      for (index_t o = out[p].lo; o < out[p].hi; ++o) {
+        range1 const f = input_footprint(w, {o, o + 1});
+        if (f.empty()) continue; // all padding: either side is correct
+        bool const inside = f.lo >= own[p].lo && f.hi <= own[p].hi;
+        ASSERT_EQ(o >= i.lo && o < i.hi, inside) << "iteration " << it << " output " << o;
+      }
+      range1 const whole = input_footprint(w, i); // what the kernel checks for the box
+      if (!whole.empty()) {
+        ASSERT_GE(whole.lo, own[p].lo);
+        ASSERT_LE(whole.hi, own[p].hi);
+      }
+    }
+  }
+}
+
+TEST(DistOpsGeometry, BackwardInteriorIsExactlyTheInputsReadByOwnedOutputsOnly) {
+  rng r(5);
+  for (int it = 0; it < 2000; ++it) {
+    win1 const w = random_window(r);
+    auto const in = random_starts(r, w.in, static_cast<int>(r(1, 6)));
+    auto const own = ranges_of(in), out = ranges_of(output_starts(w, in));
+    for (std::size_t p = 0; p < own.size(); ++p) {
+      range1 const b = backward_interior(w, own[p], out[p]);
+      for (index_t x = own[p].lo; x < own[p].hi; ++x) {
+        range1 const f = output_footprint(w, {x, x + 1});
+        if (f.empty()) continue;
+        bool const inside = f.lo >= out[p].lo && f.hi <= out[p].hi;
+        ASSERT_EQ(x >= b.lo && x < b.hi, inside) << "iteration " << it << " input " << x;
+      }
+      range1 const whole = output_footprint(w, b);
+      if (!whole.empty()) {
+        ASSERT_GE(whole.lo, out[p].lo);
+        ASSERT_LE(whole.hi, out[p].hi);
+      }
+    }
+  }
+}
+
+TEST(DistOpsGeometry, BoundaryBoxesTileTheRestOfTheBlock) {
+  rng r(6);
+  for (int it = 0; it < 500; ++it) {
+    int const nd = static_cast<int>(r(1, 3));
+    std::vector<range1> o(nd), i(nd);
+    for (int d = 0; d < nd; ++d) {
+      o[d].lo = r(0, 3);
+      o[d].hi = o[d].lo + r(0, 5);
+      i[d].lo = r(o[d].lo, o[d].hi);
+      i[d].hi = r(i[d].lo, o[d].hi);
+    }
+    box const outer = make_box(o), inner = make_box(i);
+    auto const parts = boundary_boxes(outer, inner);
+    index_t vol = inner.volume();
+    for (auto const& b : parts) {
+      ASSERT_FALSE(b.empty());
+      vol += b.volume();
+      ASSERT_TRUE(halox::intersect(b, inner).empty());
+      for (auto const& c : parts) {
+        if (&c != &b) {
+          ASSERT_TRUE(halox::intersect(b, c).empty());
+        }
+      }
+      ASSERT_EQ(halox::intersect(b, outer), b);
+    }
+    ASSERT_EQ(vol, outer.volume()) << "iteration " << it;
+  }
+}
+
+TEST(DistOpsGeometry, GlobalPoolingSplitFourWaysNeedsTwoHopHalos) {
+  // 7x7 max pooling of a 7-wide image split 2,2,2,1: only the part owning the centre (input
+  // 3, part 1) computes the single output, and needs all 7 inputs; every part needs its dy.
+  win1 const w{7, 1, 7, 7, 0, 0, 1};
+  std::vector<index_t> const in{0, 2, 4, 6, 7};
+  auto const out = ranges_of(output_starts(w, in));
+  EXPECT_TRUE(out[0].empty() && out[2].empty() && out[3].empty());
+  EXPECT_EQ(out[1].size(), 1);
+  std::vector<range1> fwd;
+  for (auto const& o : out) fwd.push_back(input_footprint(w, o));
+  halo1 const h = halo_for(ranges_of(in), fwd);
+  EXPECT_EQ(h.lo, 2);
+  EXPECT_EQ(h.hi, 3); // reaches past part 2 into part 3
+  for (auto const& p : ranges_of(in)) EXPECT_EQ(output_footprint(w, p).size(), 1);
+}
+
+} // namespace
