@@ -24,6 +24,7 @@ FILE_RE = re.compile(r"^(?P<mpi>.+)-np(?P<ranks>\d+)-(?P<tag>bench|ddt)\.json$")
 SUFFIX_RE = re.compile(r"(/iterations:\d+|/repeats:\d+|/manual_time|/real_time)+$")
 LIMITS = ["limit_transport", "limit_memcpy", "limit_alltoall", "phase_pack", "phase_unpack"]
 CONS = ["vector", "hvector", "subarray"]
+CLIP = 1.6  # efficiency plots are cut here; taller bars carry their value
 
 
 def load(paths):
@@ -274,7 +275,15 @@ def plot_family(runs, family, key, target_lines, mpis, ranks_list, scenarios, ba
             for s in scenarios:
                 row = runs.get(("bench", m, r, f"{s}/{b}"))
                 vals.append(row.get(key, np.nan) if row and not row.get("error") else np.nan)
-            ax.bar(x + (i - (len(backends) - 1) / 2) * width, vals, width, label=b, color=colors(i % 10))
+            xs = x + (i - (len(backends) - 1) / 2) * width
+            clipped = [min(v, CLIP) if np.isfinite(v) else np.nan for v in vals]
+            ax.bar(xs, clipped, width, label=b, color=colors(i % 10))
+            for xv, v in zip(xs, vals):
+                if np.isfinite(v) and v > CLIP:
+                    # An outlier of the limit (or of the backend) on a noisy machine: show its
+                    # value instead of letting it flatten every other bar.
+                    ax.text(xv, CLIP, f"{v:.1f}", rotation=90, ha="center", va="top", fontsize=6,
+                            color="white")
         for y, lab in target_lines:
             ax.axhline(y, color="k", linestyle="--", linewidth=0.8)
             ax.text(len(scenarios) - 0.5, y, f" {lab}", va="bottom", ha="right", fontsize=7)
@@ -282,7 +291,7 @@ def plot_family(runs, family, key, target_lines, mpis, ranks_list, scenarios, ba
         ax.set_ylabel(key.replace("_", " "))
         ax.set_xticks(x)
         ax.set_xticklabels([s.split("/", 1)[1] for s in scenarios], rotation=20, ha="right", fontsize=7)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, CLIP)
         ax.grid(axis="y", alpha=0.3)
     axes[0, 0].legend(fontsize=7, ncol=min(7, len(backends)), loc="upper left")
     fig.suptitle(title, fontsize=10)

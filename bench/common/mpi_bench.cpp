@@ -106,6 +106,7 @@ int run_and_finalize(int argc, char** argv) {
   }
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (rc == 0) {
+    settle(0.5);
     if (g_rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {
@@ -150,8 +151,7 @@ stats summarize(std::vector<double> v) {
   return s;
 }
 
-namespace {
-double timed_once(MPI_Comm comm, std::function<void()> const& op) {
+double time_once(MPI_Comm comm, std::function<void()> const& op) {
   MPI_Barrier(comm);
   double const t0 = MPI_Wtime();
   op();
@@ -160,17 +160,27 @@ double timed_once(MPI_Comm comm, std::function<void()> const& op) {
   MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, comm);
   return mx;
 }
-} // namespace
+
+void settle(double seconds) {
+  double const t0 = MPI_Wtime();
+  int go = 1;
+  while (go) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    go = MPI_Wtime() - t0 < seconds ? 1 : 0;
+    MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  }
+}
 
 stats timed_loop(benchmark::State& state, MPI_Comm comm, std::function<void()> const& op,
-                 double bytes) {
+                 double bytes, std::function<void()> const& between) {
   for (int i = 0; i < g_settings.warmup; ++i) op();
   std::vector<double> times;
   times.reserve(static_cast<std::size_t>(state.max_iterations));
   for (auto _ : state) {
-    double const t = timed_once(comm, op);
+    double const t = time_once(comm, op);
     state.SetIterationTime(t);
     times.push_back(t);
+    if (between) between();
   }
   stats const s = summarize(times);
   state.counters["median_us"] = s.median * 1e6;
@@ -186,7 +196,7 @@ stats timed_loop(benchmark::State& state, MPI_Comm comm, std::function<void()> c
 stats measure(MPI_Comm comm, int iterations, std::function<void()> const& op) {
   for (int i = 0; i < g_settings.warmup; ++i) op();
   std::vector<double> times;
-  for (int i = 0; i < iterations; ++i) times.push_back(timed_once(comm, op));
+  for (int i = 0; i < iterations; ++i) times.push_back(time_once(comm, op));
   return summarize(times);
 }
 

@@ -21,6 +21,11 @@
 
 namespace halox::bench {
 
+/// Collective over MPI_COMM_WORLD: exchanges barriers for about `seconds` (rank 0's clock) so
+/// that start-up effects (lazy connections, the scheduler still placing ranks) are over before
+/// the first entry is timed.
+void settle(double seconds);
+
 /// Run-wide settings, read from the environment on rank 0 and broadcast.
 struct settings {
   double scale = 1.0;   ///< HALOX_BENCH_SCALE: multiplies every tensor extent
@@ -61,12 +66,17 @@ struct stats {
 /// Computes the statistics of a sample.
 [[nodiscard]] stats summarize(std::vector<double> v);
 
+/// One lock-step measurement: MPI_Barrier, `op`, MPI_Allreduce(MAX) of its time (seconds).
+double time_once(MPI_Comm comm, std::function<void()> const& op);
+
 /// Google Benchmark's loop with lock-step timing over `comm`: runs `config().warmup` untimed
 /// calls of `op`, then one timed call per iteration. Sets the iteration times and the counters
 /// median_us, p90_us, min_us; `bytes` per iteration feed bytes_per_second (from the mean) and
-/// the counter GBps_median. Returns the statistics.
+/// the counter GBps_median. `between`, when given, runs after every iteration outside the
+/// timing (the backend entries measure their limits there, interleaved, so that a change of
+/// machine load during the run hits the limit and the backend alike). Returns the statistics.
 stats timed_loop(benchmark::State& state, MPI_Comm comm, std::function<void()> const& op,
-                 double bytes);
+                 double bytes, std::function<void()> const& between = {});
 /// The same measurement outside Google Benchmark (used to measure a missing limit inline).
 stats measure(MPI_Comm comm, int iterations, std::function<void()> const& op);
 
