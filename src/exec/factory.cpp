@@ -4,17 +4,10 @@
 #include <halox/config.hpp>
 #include <halox/error.hpp>
 
-#if __has_include("exec/mpi/datatype_executor.hpp")
-#include "exec/mpi/datatype_executor.hpp"
-#define HALOX_HAVE_DATATYPE_EXECUTOR 1
-#endif
-#if __has_include("exec/mpi/collective_executor.hpp")
 #include "exec/mpi/collective_executor.hpp"
-#define HALOX_HAVE_COLLECTIVE_EXECUTOR 1
-#endif
-#if HALOX_HAS_CUDA && __has_include("exec/cuda/device_executors.hpp")
+#include "exec/mpi/datatype_executor.hpp"
+#if HALOX_HAS_CUDA
 #include "exec/cuda/device_executors.hpp"
-#define HALOX_HAVE_DEVICE_EXECUTORS 1
 #endif
 
 namespace halox::detail {
@@ -25,15 +18,11 @@ bool backend_available(backend b, memory_space mem) noexcept {
   case backend::automatic: return true;
   case backend::mpi_pack:
   case backend::mpi_persistent: return host;
-#ifdef HALOX_HAVE_DATATYPE_EXECUTOR
-  case backend::mpi_datatype: return host;
-#endif
-#ifdef HALOX_HAVE_COLLECTIVE_EXECUTOR
+  case backend::mpi_datatype:
   case backend::mpi_neighbor:
   case backend::alltoallv:
   case backend::alltoallw: return host;
-#endif
-#ifdef HALOX_HAVE_DEVICE_EXECUTORS
+#if HALOX_HAS_CUDA
   case backend::cuda_aware_mpi:
   case backend::staged_mpi:
   case backend::device_mpi_datatype: return !host;
@@ -51,15 +40,11 @@ std::unique_ptr<executor> make_executor(backend b, schedule const& s, exec_confi
   switch (b) {
   case backend::mpi_pack: return std::make_unique<p2p_executor>(s, cfg, false);
   case backend::mpi_persistent: return std::make_unique<p2p_executor>(s, cfg, true);
-#ifdef HALOX_HAVE_DATATYPE_EXECUTOR
   case backend::mpi_datatype: return make_datatype_executor(s, cfg);
-#endif
-#ifdef HALOX_HAVE_COLLECTIVE_EXECUTOR
   case backend::mpi_neighbor:
   case backend::alltoallv:
   case backend::alltoallw: return make_collective_executor(b, s, cfg);
-#endif
-#ifdef HALOX_HAVE_DEVICE_EXECUTORS
+#if HALOX_HAS_CUDA
   case backend::cuda_aware_mpi:
   case backend::staged_mpi:
   case backend::nccl:
