@@ -55,51 +55,65 @@ std::vector<int> ranks_in_parent(MPI_Comm comm, MPI_Comm parent, char const* whi
 struct side_info {
   std::optional<distribution> dist;
   std::vector<int> parent_ranks; // grid rank -> parent rank
-  long long members = 0;         // processes that passed a descriptor for this side
 };
 
-// Broadcasts the side's distribution and rank map from the parent rank `root` (one of its
-// members), so that processes outside the grid can plan against it. Layout:
-// [n, encoding(n), map].
-void share_side(MPI_Comm parent, int root, bool am_root, tensor_desc const* t,
-                std::vector<int> const& map, side_info& out) {
-  std::vector<std::int64_t> buf;
-  if (am_root) {
-    auto const enc = detail::encode_distribution(t->dist());
-    buf.push_back(static_cast<std::int64_t>(enc.size()));
-    buf.insert(buf.end(), enc.begin(), enc.end());
-    buf.insert(buf.end(), map.begin(), map.end());
-  }
-  std::int64_t n = static_cast<std::int64_t>(buf.size());
-  HALOX_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, root, parent));
-  buf.resize(static_cast<std::size_t>(n));
-  HALOX_MPI_CHECK(MPI_Bcast(buf.data(), static_cast<int>(n), MPI_INT64_T, root, parent));
-  auto const len = static_cast<std::size_t>(buf[0]);
-  out.dist.emplace(detail::decode_distribution(buf.data() + 1, len));
-  out.parent_ranks.assign(buf.begin() + 1 + static_cast<std::ptrdiff_t>(len), buf.end());
-}
-
-void check_present(long long members, char const* which) {
+// Learns side `k` (0: source, 1: destination) from `grid_ranks` (each parent rank's rank in
+// the source and destination grids, -1 outside): which processes form the grid and, from its
+// lowest member, the distribution. When every process is a member nothing is broadcast; the
+// later hash check proves they agree.
+side_info learn_side(MPI_Comm parent, int me, std::vector<int> const& grid_ranks, int k,
+                     tensor_desc const* t, char const* which) {
+  int const np = static_cast<int>(grid_ranks.size() / 2);
+  int members = 0, root = -1;
+  for (int p = 0; p < np; ++p)
+    if (grid_ranks[2 * p + k] >= 0 && members++ == 0) root = p;
   HALOX_REQUIRE(members > 0, errc::invalid_argument,
                 std::string("no process passed a ") + which +
                     " descriptor; pass it on every process of the " + which +
                     " grid (nullptr only outside it)");
+  side_info out;
+  out.parent_ranks.assign(members, -1);
+  for (int p = 0; p < np; ++p) {
+    int const g = grid_ranks[2 * p + k];
+    if (g < 0) continue;
+    HALOX_REQUIRE(g < members && out.parent_ranks[g] < 0, errc::invalid_argument,
+                  std::to_string(members) + " processes passed a " + which +
+                      " descriptor, but they do not form one grid (grid rank " + std::to_string(g) +
+                      " is out of range or passed twice); every process "
+                      "of the " +
+                      which + " grid must pass it, and no other");
+    out.parent_ranks[g] = p;
+  }
+  if (members == np) {
+    out.dist.emplace(t->dist());
+    return out;
+  }
+  std::vector<std::int64_t> buf;
+  if (me == root) buf = detail::encode_distribution(t->dist());
+  auto n = static_cast<std::int64_t>(buf.size());
+  HALOX_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, root, parent));
+  buf.resize(static_cast<std::size_t>(n));
+  HALOX_MPI_CHECK(MPI_Bcast(buf.data(), static_cast<int>(n), MPI_INT64_T, root, parent));
+  out.dist.emplace(detail::decode_distribution(buf.data(), buf.size()));
+  return out;
 }
 
-void check_side(side_info const& s, tensor_desc const* t, int me, char const* which) {
-  auto const n = static_cast<long long>(s.parent_ranks.size());
-  HALOX_REQUIRE(s.members == n, errc::invalid_argument,
-                std::to_string(s.members) + " processes passed a " + which +
-                    " descriptor but its grid has " + std::to_string(n) +
-                    "; every process of the " + which + " grid must pass it, and no other");
+// A member's own descriptor must be the one its side was learned from.
+void check_member(side_info const& s, tensor_desc const* t, std::vector<int> const& group_ranks,
+                  char const* which) {
   if (t == nullptr) return;
-  HALOX_REQUIRE(t->dist() == *s.dist && s.parent_ranks[t->grid().rank()] == me,
-                errc::invalid_argument,
+  auto const n = static_cast<int>(s.parent_ranks.size());
+  HALOX_REQUIRE(t->grid().size() == n && group_ranks == s.parent_ranks, errc::invalid_argument,
+                std::to_string(n) + " processes passed a " + which +
+                    " descriptor but its grid has " + std::to_string(t->grid().size()) +
+                    " (or other processes); every process of "
+                    "the " +
+                    which + " grid must pass it, and no other");
+  HALOX_REQUIRE(t->dist() == *s.dist, errc::invalid_argument,
                 std::string("this process's ") + which + " descriptor " + t->dist().str() +
                     " differs from the one of the lowest process passing a " + which +
                     " descriptor (" + s.dist->str() +
-                    "), or lives on another communicator; pass descriptors of one tensor and one "
-                    "grid per side");
+                    "); pass descriptors of one tensor and one grid per side");
 }
 } // namespace
 
@@ -158,25 +172,20 @@ void redistribute_plan::impl::build(MPI_Comm parent, tensor_desc const* s, tenso
       },
       [&] { return options_hash(o); });
 
-  // Each side is described to the others by its member with the lowest parent rank (MIN);
-  // the member counts (SUM) reveal processes that passed nullptr where they should not have.
-  int const none = std::numeric_limits<int>::max();
-  int roots[2] = {s ? parent_rank : none, d ? parent_rank : none}, root[2];
-  long long counts[2] = {s ? 1 : 0, d ? 1 : 0};
-  HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG_LONG, MPI_SUM, parent));
-  HALOX_MPI_CHECK(MPI_Allreduce(roots, root, 2, MPI_INT, MPI_MIN, parent));
-  check_present(counts[0], "source");
-  check_present(counts[1], "destination");
-  share_side(parent, root[0], root[0] == parent_rank, s, src_map, src_side);
-  share_side(parent, root[1], root[1] == parent_rank, d, dst_map, dst_side);
-  src_side.members = counts[0];
-  dst_side.members = counts[1];
+  // Each process's rank in both grids: who forms each grid, and the rank maps, for everyone.
+  int np = 0;
+  HALOX_MPI_CHECK(MPI_Comm_size(parent, &np));
+  int const mine[2] = {s ? s->grid().rank() : -1, d ? d->grid().rank() : -1};
+  std::vector<int> grid_ranks(2 * static_cast<std::size_t>(np));
+  HALOX_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, grid_ranks.data(), 2, MPI_INT, parent));
+  src_side = learn_side(parent, parent_rank, grid_ranks, 0, s, "source");
+  dst_side = learn_side(parent, parent_rank, grid_ranks, 1, d, "destination");
   detail::collective_check(
       parent, "redistribute_plan",
       [&] {
         detail::check_same_tensor(*src_side.dist, *dst_side.dist);
-        check_side(src_side, s, parent_rank, "source");
-        check_side(dst_side, d, parent_rank, "destination");
+        check_member(src_side, s, src_map, "source");
+        check_member(dst_side, d, dst_map, "destination");
       },
       [&] { return mix(src_side.dist->hash(), dst_side.dist->hash()); });
   if (s) src.emplace(*s);
