@@ -8,8 +8,6 @@
 #include <halox/redistribute.hpp>
 
 #include <cstdint>
-#include <functional>
-#include <limits>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -65,8 +63,11 @@ side_info learn_side(MPI_Comm parent, int me, std::vector<int> const& grid_ranks
                      tensor_desc const* t, char const* which) {
   int const np = static_cast<int>(grid_ranks.size() / 2);
   int members = 0, root = -1;
-  for (int p = 0; p < np; ++p)
-    if (grid_ranks[2 * p + k] >= 0 && members++ == 0) root = p;
+  for (int p = 0; p < np; ++p) {
+    if (grid_ranks[2 * p + k] < 0) continue;
+    if (members == 0) root = p;
+    ++members;
+  }
   HALOX_REQUIRE(members > 0, errc::invalid_argument,
                 std::string("no process passed a ") + which +
                     " descriptor; pass it on every process of the " + which +
@@ -79,9 +80,8 @@ side_info learn_side(MPI_Comm parent, int me, std::vector<int> const& grid_ranks
     HALOX_REQUIRE(g < members && out.parent_ranks[g] < 0, errc::invalid_argument,
                   std::to_string(members) + " processes passed a " + which +
                       " descriptor, but they do not form one grid (grid rank " + std::to_string(g) +
-                      " is out of range or passed twice); every process "
-                      "of the " +
-                      which + " grid must pass it, and no other");
+                      " is out of range or passed twice); every process of the " + which +
+                      " grid must pass it, and no other");
     out.parent_ranks[g] = p;
   }
   if (members == np) {
@@ -106,9 +106,8 @@ void check_member(side_info const& s, tensor_desc const* t, std::vector<int> con
   HALOX_REQUIRE(t->grid().size() == n && group_ranks == s.parent_ranks, errc::invalid_argument,
                 std::to_string(n) + " processes passed a " + which +
                     " descriptor but its grid has " + std::to_string(t->grid().size()) +
-                    " (or other processes); every process of "
-                    "the " +
-                    which + " grid must pass it, and no other");
+                    " (or other processes); every process of the " + which +
+                    " grid must pass it, and no other");
   HALOX_REQUIRE(t->dist() == *s.dist, errc::invalid_argument,
                 std::string("this process's ") + which + " descriptor " + t->dist().str() +
                     " differs from the one of the lowest process passing a " + which +
@@ -138,7 +137,7 @@ struct redistribute_plan::impl {
   void build(MPI_Comm parent, tensor_desc const* s, tensor_desc const* d,
              redistribute_options const& o, bool same_processes);
   void bind(tensor_view const& s, tensor_view const& d);
-  void begin(bool inverse, stream_handle stream);
+  void begin(tensor_view const& s, tensor_view const& d, bool inverse, stream_handle stream);
   void finish(stream_handle stream);
 };
 
@@ -244,10 +243,14 @@ void redistribute_plan::impl::bind(tensor_view const& s, tensor_view const& d) {
   skip = a == b && identity;
 }
 
-void redistribute_plan::impl::begin(bool inverse, stream_handle stream) {
+void redistribute_plan::impl::begin(tensor_view const& s, tensor_view const& d, bool inverse,
+                                    stream_handle stream) {
+  // Checked before binding: the exchange in flight still reads the bound slot pointers.
   HALOX_REQUIRE(in_flight == phase::idle, errc::invalid_state,
                 "start called while a redistribution of this plan is still in flight; call "
                 "wait() first");
+  bind(s, d);
+  pending_dst = d;
   if (!local_only) engine->start(bufs, inverse, detail::combine_op::replace, stream);
   in_flight = inverse ? phase::inverse : phase::forward;
 }
@@ -289,9 +292,7 @@ void redistribute_plan::execute(tensor_view const& src, tensor_view const& dst,
 
 void redistribute_plan::start(tensor_view const& src, tensor_view const& dst,
                               stream_handle stream) {
-  impl_->bind(src, dst);
-  impl_->pending_dst = dst;
-  impl_->begin(false, stream);
+  impl_->begin(src, dst, false, stream);
 }
 
 void redistribute_plan::wait(stream_handle stream) { impl_->finish(stream); }
@@ -304,8 +305,7 @@ void redistribute_plan::execute_inverse(tensor_view const& dst, tensor_view cons
 
 void redistribute_plan::start_inverse(tensor_view const& dst, tensor_view const& src,
                                       stream_handle stream) {
-  impl_->bind(src, dst);
-  impl_->begin(true, stream);
+  impl_->begin(src, dst, true, stream);
 }
 
 backend redistribute_plan::selected_backend() const noexcept { return impl_->engine->selected(); }

@@ -420,6 +420,13 @@ TEST(RedistErrors, BadBuffersOnEveryRank) {
   expect_error_everywhere([&] { plan.execute(tensor_view(other, so), tensor_view(b, sb)); },
                           errc::invalid_argument, "but the plan was built for");
   expect_error_everywhere([&] { plan.wait(); }, errc::invalid_state, "without a matching start");
+  // A second start is refused without disturbing the redistribution in flight.
+  auto sb2 = make_buffer(b, false);
+  plan.start(tensor_view(a, sa), tensor_view(b, sb));
+  expect_error_everywhere([&] { plan.start(tensor_view(a, so), tensor_view(b, sb2)); },
+                          errc::invalid_state, "still in flight");
+  plan.wait();
+  EXPECT_EQ(mismatches(b, sb), 0);
   if (p > 1) {
     std::vector<double> shared(sa.size() + sb.size());
     expect_error_everywhere([&] { plan.execute(tensor_view(a, shared), tensor_view(b, shared)); },
