@@ -4,6 +4,9 @@
 //
 //   <name>/limit_transport  pre-packed contiguous MPI_Isend/MPI_Irecv of the schedule's messages
 //                           (same peers, same byte counts): what the network/MPI can do
+//   <name>/limit_copy_transport  the same exchange with the send buffers written by a memcpy
+//                           just before sending and the receive buffers copied out after: a
+//                           pack backend whose pack and unpack ran at memcpy speed
 //   <name>/limit_memcpy     one memcpy of the bytes this rank moves (sent + copied locally)
 //   <name>/limit_alltoall   (redistributions) MPI_Alltoall(v) of pre-packed buffers holding the
 //                           same bytes, the self block included
@@ -13,8 +16,10 @@
 //
 // The phase entries time halox's pack path on the exact schedule the plan runs (the planners are
 // pure, so the bench computes the same schedule); they are not timers inside the backends.
-// Backend entries carry the limits as counters and the ratios eff_transport = transport limit /
-// backend time (1 = at the limit) and, for redistributions, eff_alltoall.
+// Backend entries measure the transport, copy+transport and (redistributions) alltoall limits
+// again, interleaved with their own iterations, and report them as counters with the ratios
+// eff_transport = transport limit / backend time (1 = at the limit), eff_copy_transport and
+// eff_alltoall.
 //
 // Entries of one scenario run back to back (Google Benchmark keeps registration order), so the
 // scenario is built once and kept until an entry of another scenario starts.
@@ -35,7 +40,7 @@ namespace halox::bench {
 
 /// Medians (seconds) of the limit and phase entries measured so far; 0 = not measured yet.
 struct limit_set {
-  double transport = 0, memcpy = 0, alltoall = 0, pack = 0, unpack = 0;
+  double transport = 0, copy_transport = 0, memcpy = 0, alltoall = 0, pack = 0, unpack = 0;
 };
 
 /// One executable plan of a scenario: the operation to time and a label (the backend chosen).
@@ -73,6 +78,7 @@ public:
 
   /// Operations of the limit and phase entries (buffers allocated on first use).
   std::function<void()> transport_op();
+  std::function<void()> copy_transport_op();
   std::function<void()> memcpy_op();
   std::function<void()> alltoall_op();
   std::function<void()> pack_op();
@@ -91,6 +97,8 @@ private:
   struct buffers;
   std::unique_ptr<buffers> buf_;
   buffers& bufs();
+  void setup_transport();
+  void exchange();
 };
 
 /// What a family registers per scenario.
