@@ -1,0 +1,394 @@
+// Automatic backend selection on MPI_COMM_WORLD: one decision on every rank even when ranks time
+// differently, a collective budget, forcing by API and environment (with errors on every rank),
+// the plan cache in memory and on disk (rank 0 reads, everyone follows), rejected files with a
+// warning, and the oracle run on automatic plans.
+//
+// Plans without messages (one rank) are never measured, so the measuring tests skip there.
+// Every test reaches the same collectives on every rank whatever its outcome; they are few,
+// since each costs milliseconds under an oversubscribed MPICH.
+#include "tune/plan_cache.hpp"
+
+#include "oracle.hpp"
+
+#include <halox/error.hpp>
+#include <halox/halo.hpp>
+#include <halox/info.hpp>
+#include <halox/tune.hpp>
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace halox;
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// True when `s` is the same string on every rank (one all-reduce).
+bool same_on_all_ranks(std::string const& s) {
+  unsigned long long h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  unsigned long long in[2] = {h, ~h}, out[2] = {};
+  MPI_Allreduce(in, out, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return out[0] == in[0] && out[1] == in[1];
+}
+
+// A periodic 2-D tensor split along dimension 0 over the world: at two ranks or more every rank
+// exchanges messages. `rows` makes geometries distinct between tests.
+tensor_desc small_tensor(index_t rows) {
+  process_grid g(MPI_COMM_WORLD, {world_size(), 1});
+  return tensor_desc(g, {rows * world_size(), 12}, dtype::float32,
+                     {dim_options::halo(1, true), dim_options::halo(2)});
+}
+
+// The selection report inside a plan's describe() text: "auto: ...", without the per-rank
+// schedule summary that follows it.
+std::string selection_report(std::string const& described) {
+  auto const b = described.find("(auto: ");
+  if (b == std::string::npos) return described;
+  return described.substr(b + 1, described.find("); ", b) - b - 1);
+}
+
+std::string read_file(std::string const& path) {
+  std::ifstream in(path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+void write_file(std::string const& path, std::string const& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+std::string temp_path(char const* tag) {
+  return "/tmp/halox_autotune_" + std::string(tag) + "_" + std::to_string(getpid()) + ".cache";
+}
+
+bool contains(std::string const& s, std::string const& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Clean environment, empty cache and default hooks for every test, restored afterwards.
+class Autotune : public testing::Test {
+protected:
+  void SetUp() override {
+    for (char const* v : env_vars) {
+      char const* old = std::getenv(v);
+      saved_.push_back(old ? std::optional<std::string>(old) : std::nullopt);
+      unsetenv(v);
+    }
+    clear_plan_cache();
+    detail::test_hooks() = {};
+  }
+  void TearDown() override {
+    for (std::size_t i = 0; i < std::size(env_vars); ++i) {
+      if (saved_[i])
+        setenv(env_vars[i], saved_[i]->c_str(), 1);
+      else
+        unsetenv(env_vars[i]);
+    }
+    detail::test_hooks() = {};
+    clear_plan_cache();
+  }
+  // Captures the lines selection logs on this rank (rank 0 is the only one that should log).
+  std::vector<std::string>& capture_log() {
+    detail::test_hooks().log = [this](std::string const& l) { log_.push_back(l); };
+    return log_;
+  }
+
+  static constexpr char const* env_vars[] = {"HALOX_BACKEND", "HALOX_PLAN_CACHE",
+                                             "HALOX_TUNE_BUDGET", "HALOX_VERBOSE"};
+  std::vector<std::optional<std::string>> saved_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(Autotune, MeasuresEveryCandidateAndAgrees) {
+  auto const t = small_tensor(8);
+  auto const before = tune_stats();
+  halo_plan p(t);
+  std::string const d = p.describe();
+  if (world_size() == 1) {
+    EXPECT_TRUE(contains(d, "nothing to measure")) << d;
+    EXPECT_EQ(tune_stats().trivial, before.trivial + 1);
+    return;
+  }
+  EXPECT_TRUE(contains(d, "auto: measured in")) << d;
+  for (backend b : host_backends()) EXPECT_TRUE(contains(d, to_string(b))) << d;
+  EXPECT_TRUE(contains(d, std::string(to_string(p.selected_backend())) + " ")) << d;
+  EXPECT_TRUE(contains(d, " *")) << d;
+  EXPECT_EQ(tune_stats().measured, before.measured + 1);
+  EXPECT_EQ(tune_stats().candidates_timed, before.candidates_timed + host_backends().size());
+  // Reduced timings: the whole report, times included, is the same text on every rank.
+  EXPECT_TRUE(same_on_all_ranks(selection_report(d)));
+}
+
+TEST_F(Autotune, SkewedRankTimingsStillGiveOneDecision) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  int const rank = world_rank();
+  // On its own, rank 0 would pick mpi_pack and rank 1 mpi_persistent; over max-over-ranks
+  // times mpi_persistent (max 3 s) beats mpi_pack (max 5 s).
+  detail::test_hooks().skew = [rank](backend b, int) {
+    if (b == backend::mpi_pack) return rank == 0 ? 1.0 : rank == 1 ? 5.0 : 1.0;
+    if (b == backend::mpi_persistent) return rank == 0 ? 3.0 : rank == 1 ? 2.0 : 1.0;
+    return 10.0;
+  };
+  // The last rank's clock also has another origin and rate.
+  if (rank == world_size() - 1) detail::test_hooks().clock = [] { return 1e6 + 3.0 * MPI_Wtime(); };
+  auto const t = small_tensor(9);
+  halo_plan p(t);
+  EXPECT_EQ(p.selected_backend(), backend::mpi_persistent) << p.describe();
+  std::string const d = p.describe();
+  EXPECT_TRUE(same_on_all_ranks(selection_report(d))) << d;
+}
+
+TEST_F(Autotune, BudgetDecisionIsCollective) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  // Only the last rank's clock runs fast enough to exhaust the budget after one candidate; if
+  // the budget were judged locally, that rank would stop and the others would wait for it.
+  if (world_rank() == world_size() - 1)
+    detail::test_hooks().clock = [] { return 1e7 * MPI_Wtime(); };
+  halo_options o;
+  o.tune.budget_seconds = 0.5;
+  auto const before = tune_stats();
+  auto const t = small_tensor(10);
+  halo_plan p(t, o);
+  EXPECT_EQ(p.selected_backend(), backend::mpi_pack) << "the old default is measured first";
+  EXPECT_TRUE(contains(p.describe(), "skipped (budget)")) << p.describe();
+  EXPECT_EQ(tune_stats().candidates_timed, before.candidates_timed + 1);
+
+  setenv("HALOX_TUNE_BUDGET", "0", 1); // the environment overrides tune_options
+  clear_plan_cache();
+  halo_plan q(small_tensor(11));
+  EXPECT_EQ(q.selected_backend(), backend::mpi_pack);
+  EXPECT_EQ(tune_stats().candidates_timed, before.candidates_timed + 2);
+}
+
+TEST_F(Autotune, ExplicitMethodWinsOverEnvironment) {
+  setenv("HALOX_BACKEND", "mpi_pack", 1);
+  auto const before = tune_stats();
+  halo_options o;
+  o.method = backend::mpi_persistent;
+  halo_plan p(small_tensor(12), o);
+  EXPECT_EQ(p.selected_backend(), backend::mpi_persistent);
+  EXPECT_TRUE(contains(p.describe(), "(requested)")) << p.describe();
+  EXPECT_EQ(tune_stats().forced, before.forced);
+  EXPECT_EQ(tune_stats().measured, before.measured);
+}
+
+TEST_F(Autotune, EnvironmentForcesAutomaticPlans) {
+  auto const before = tune_stats();
+  setenv("HALOX_BACKEND", "mpi_persistent", 1);
+  halo_plan p(small_tensor(13));
+  EXPECT_EQ(p.selected_backend(), backend::mpi_persistent);
+  EXPECT_TRUE(contains(p.describe(), "forced by HALOX_BACKEND=mpi_persistent")) << p.describe();
+  setenv("HALOX_BACKEND", "p2p", 1);
+  halo_plan q(small_tensor(13));
+  EXPECT_EQ(q.selected_backend(), backend::mpi_pack);
+  EXPECT_EQ(tune_stats().forced, before.forced + 2);
+  EXPECT_EQ(tune_stats().measured, before.measured);
+}
+
+// Builds an automatic plan and returns the message of the halox::error it threw ("" if none).
+std::string plan_error(tensor_desc const& t) {
+  try {
+    halo_plan p(t);
+  } catch (error const& e) {
+    return e.message();
+  }
+  return "";
+}
+
+TEST_F(Autotune, BadEnvironmentFailsOnEveryRank) {
+  auto const t = small_tensor(14);
+  setenv("HALOX_BACKEND", "warp_drive", 1);
+  std::string const all = plan_error(t);
+  EXPECT_TRUE(contains(all, "HALOX_BACKEND=warp_drive: unknown backend 'warp_drive'")) << all;
+
+  setenv("HALOX_BACKEND", "nccl", 1); // a real name, but not for host memory
+  std::string const nccl = plan_error(t);
+  EXPECT_TRUE(contains(nccl, "not available for host memory")) << nccl;
+
+  if (world_size() < 2) return;
+  int const last = world_size() - 1;
+  // Only the last rank is misconfigured: it names the problem, the others name that rank.
+  setenv("HALOX_BACKEND", world_rank() == last ? "warp_drive" : "mpi_pack", 1);
+  std::string const one = plan_error(t);
+  if (world_rank() == last)
+    EXPECT_TRUE(contains(one, "unknown backend 'warp_drive'")) << one;
+  else
+    EXPECT_TRUE(contains(one, "rank " + std::to_string(last) + " rejected")) << one;
+
+  // Valid but different values: every rank refuses instead of running different backends.
+  setenv("HALOX_BACKEND", world_rank() == last ? "mpi_persistent" : "mpi_pack", 1);
+  std::string const differ = plan_error(t);
+  EXPECT_TRUE(contains(differ, "differs between ranks")) << differ;
+}
+
+TEST_F(Autotune, MemoryCacheHitSkipsMeasurement) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  setenv("HALOX_VERBOSE", "1", 1);
+  auto& log = capture_log();
+  auto const t = small_tensor(15);
+  auto const before = tune_stats();
+  halo_plan first(t);
+  halo_plan second(t);
+  EXPECT_EQ(second.selected_backend(), first.selected_backend());
+  EXPECT_TRUE(contains(second.describe(), "from the plan cache (memory)")) << second.describe();
+  EXPECT_EQ(tune_stats().measured, before.measured + 1);
+  EXPECT_EQ(tune_stats().memory_hits, before.memory_hits + 1);
+  EXPECT_EQ(tune_stats().candidates_timed, before.candidates_timed + host_backends().size());
+  // HALOX_VERBOSE: one line per decision, on rank 0 only.
+  if (world_rank() == 0) {
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_TRUE(contains(log[0], "halox: backend ")) << log[0];
+    EXPECT_TRUE(contains(log[1], "from the plan cache")) << log[1];
+  } else {
+    EXPECT_TRUE(log.empty());
+  }
+}
+
+TEST_F(Autotune, CacheFileIsWrittenReadAndFollowedByEveryRank) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  bool const root = world_rank() == 0;
+  std::string const path = temp_path("roundtrip");
+  if (root) std::remove(path.c_str());
+  // Only rank 0 touches the file: the others are given a path that cannot exist.
+  halo_options o;
+  o.tune.cache_file = root ? path : "/nonexistent/dir/never.cache";
+  auto const t = small_tensor(16);
+  auto const before = tune_stats();
+
+  halo_plan measured(t, o);
+  EXPECT_EQ(tune_stats().measured, before.measured + 1);
+  backend const chosen = measured.selected_backend();
+  std::string text;
+  if (root) {
+    text = read_file(path);
+    EXPECT_TRUE(contains(text, "halox-plan-cache 1\n")) << text;
+    EXPECT_TRUE(contains(text, "\nmpi " + mpi_library_version())) << text;
+    EXPECT_TRUE(contains(text, "\nhalox ")) << text;
+    EXPECT_TRUE(contains(text, std::string(" -> ") + to_string(chosen) + " ")) << text;
+  }
+
+  // A fresh process (simulated by forgetting the memory cache) takes the decision from the
+  // file named by $HALOX_PLAN_CACHE when tune_options::cache_file is empty.
+  clear_plan_cache();
+  setenv("HALOX_PLAN_CACHE", root ? path.c_str() : "/nonexistent/dir/never.cache", 1);
+  halo_plan cached(t);
+  EXPECT_EQ(cached.selected_backend(), chosen);
+  EXPECT_TRUE(contains(cached.describe(), "from the plan cache (file)")) << cached.describe();
+  EXPECT_EQ(tune_stats().measured, before.measured + 1);
+  EXPECT_EQ(tune_stats().file_hits, before.file_hits + 1);
+
+  // Rank 0's file is the authority: edit its decision and every rank follows it.
+  backend const other =
+      chosen == backend::mpi_persistent ? backend::mpi_pack : backend::mpi_persistent;
+  if (root) {
+    std::string const from = std::string(" -> ") + to_string(chosen) + " ";
+    std::string edited = text;
+    edited.replace(edited.find(from), from.size(), std::string(" -> ") + to_string(other) + " ");
+    write_file(path, edited);
+  }
+  clear_plan_cache();
+  halo_plan edited(t);
+  EXPECT_EQ(edited.selected_backend(), other) << edited.describe();
+  EXPECT_EQ(tune_stats().measured, before.measured + 1);
+  if (root) std::remove(path.c_str());
+}
+
+TEST_F(Autotune, ForeignOrCorruptCacheFileIsIgnoredWithAWarning) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  bool const root = world_rank() == 0;
+  std::string const path = temp_path("rejected");
+  halo_options o;
+  o.tune.cache_file = path;
+  auto const t = small_tensor(17);
+  if (root) std::remove(path.c_str());
+  halo_plan first(t, o); // writes a valid entry for this very key
+  auto& log = capture_log();
+
+  std::string foreign;
+  if (root) {
+    std::string const text = read_file(path);
+    std::string const mpi_line = "\nmpi " + mpi_library_version();
+    foreign = text;
+    foreign.replace(foreign.find(mpi_line), mpi_line.size(), "\nmpi Some Other MPI 9.9");
+    write_file(path, foreign);
+  }
+  clear_plan_cache();
+  auto const before = tune_stats();
+  halo_plan p(t, o);
+  EXPECT_TRUE(contains(p.describe(), "auto: measured")) << p.describe();
+  EXPECT_EQ(tune_stats().measured, before.measured + 1);
+  if (root) {
+    ASSERT_EQ(log.size(), 1u);
+    EXPECT_TRUE(contains(log[0], "halox warning: plan cache " + path +
+                                     " ignored (foreign: "
+                                     "written with MPI library 'Some Other MPI 9.9'"))
+        << log[0];
+    EXPECT_EQ(read_file(path), foreign) << "a rejected file must not be modified";
+    write_file(path, "this is not a plan cache\n");
+  } else {
+    EXPECT_TRUE(log.empty());
+  }
+
+  clear_plan_cache();
+  halo_plan q(t, o);
+  EXPECT_TRUE(contains(q.describe(), "auto: measured")) << q.describe();
+  EXPECT_EQ(tune_stats().measured, before.measured + 2);
+  if (root) {
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_TRUE(contains(log[1], "ignored (corrupt: line 1 is not a halox plan cache header"))
+        << log[1];
+    std::remove(path.c_str());
+  }
+}
+
+TEST_F(Autotune, AutomaticPlansPassTheOracle) {
+  int const size = world_size();
+  for (int i = 0; i < 4; ++i) {
+    std::mt19937_64 rng(7919ull * static_cast<unsigned>(i) + static_cast<unsigned>(size));
+    auto const c = verify::random_halo_case(rng, size, 600);
+    auto const r = verify::run_halo_case(c, backend::automatic, MPI_COMM_WORLD);
+    EXPECT_EQ(r.forward.mismatches, 0u) << c.str() << ": " << r.forward.first_error;
+    EXPECT_EQ(r.reverse.mismatches, 0u) << c.str() << ": " << r.reverse.first_error;
+  }
+}
+
+TEST_F(Autotune, WhicheverCandidateWinsPassesTheOracle) {
+  int const size = world_size();
+  if (size < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  // Skewed timings make each host backend win in turn, through the automatic path.
+  for (backend winner : host_backends()) {
+    detail::test_hooks().skew = [winner](backend b, int) { return b == winner ? 0.0 : 1.0; };
+    clear_plan_cache();
+    std::mt19937_64 rng(104729ull + static_cast<unsigned>(size));
+    auto const c = verify::random_halo_case(rng, size, 600);
+    auto const r = verify::run_halo_case(c, backend::automatic, MPI_COMM_WORLD);
+    EXPECT_EQ(r.forward.mismatches, 0u)
+        << to_string(winner) << " " << c.str() << ": " << r.forward.first_error;
+    EXPECT_EQ(r.reverse.mismatches, 0u)
+        << to_string(winner) << " " << c.str() << ": " << r.reverse.first_error;
+  }
+}
+
+} // namespace
