@@ -13,5 +13,6 @@
 #include <halox/backend.hpp>
 #include <halox/halo.hpp>
 #include <halox/redistribute.hpp>
+#include <halox/tune.hpp>
 #include <halox/ops/distributed.hpp>
 #include <halox/ops/ops.hpp>
