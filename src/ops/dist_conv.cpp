@@ -65,6 +65,9 @@ template <class T> std::vector<int> const& dist_conv<T>::halo_hi() const noexcep
   return impl_->layer.halo_hi;
 }
 template <class T> dist_timings const& dist_conv<T>::timings() const noexcept { return impl_->t; }
+template <class T> std::size_t dist_conv<T>::bytes_sent() const noexcept {
+  return impl_->layer.halo->bytes_sent() + impl_->layer.gather->bytes_sent();
+}
 template <class T> std::string dist_conv<T>::describe() const { return impl_->layer.describe(); }
 
 namespace {

@@ -142,6 +142,8 @@ void box_gather::start(void const* src, void* ws) {
 
 void box_gather::wait() { engine_->wait(nullptr); }
 
+std::size_t box_gather::bytes_sent() const noexcept { return engine_->forward().send_bytes(); }
+
 std::string box_gather::summary() const {
   std::ostringstream os;
   os << "dy gather of " << box_str(mine_) << ": " << engine_->summary();

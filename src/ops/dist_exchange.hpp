@@ -53,6 +53,8 @@ public:
   void start(void const* src, void* ws);
   /// Completes it.
   void wait();
+  /// Bytes this rank sends per gather (local copies excluded).
+  [[nodiscard]] std::size_t bytes_sent() const noexcept;
   /// Peers and bytes, for describe().
   [[nodiscard]] std::string summary() const;
 

@@ -53,6 +53,9 @@ template <class T> std::vector<int> const& dist_pool<T>::halo_hi() const noexcep
   return impl_->layer.halo_hi;
 }
 template <class T> dist_timings const& dist_pool<T>::timings() const noexcept { return impl_->t; }
+template <class T> std::size_t dist_pool<T>::bytes_sent() const noexcept {
+  return impl_->layer.halo->bytes_sent() + impl_->layer.gather->bytes_sent();
+}
 template <class T> std::string dist_pool<T>::describe() const { return impl_->layer.describe(); }
 
 template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view const& y) {

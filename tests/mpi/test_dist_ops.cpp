@@ -340,9 +340,16 @@ TEST(DistOps, MultiHopGlobalPool7x7) {
   if (ways == 4) {
     process_grid grid(MPI_COMM_WORLD, c.dims);
     tensor_desc const xd(grid, c.x, halox::dtype::float64);
-    ops::dist_pool<double> layer(xd, max_pool({7}));
+    // Average pooling needs only the forward reach: the part owning column 3 reads [0, 7).
+    auto avg = max_pool({7});
+    avg.kind = ops::pool_kind::average;
+    ops::dist_pool<double> layer(xd, avg);
     EXPECT_EQ(layer.halo_lo()[3], 2);
     EXPECT_EQ(layer.halo_hi()[3], 3) << layer.describe();
+    // Max pooling backward re-evaluates the window from every part: each needs all 7 columns.
+    ops::dist_pool<double> maxl(xd, max_pool({7}));
+    EXPECT_EQ(maxl.halo_lo()[3], 6);
+    EXPECT_EQ(maxl.halo_hi()[3], 5) << maxl.describe();
   }
   // The same reach with a convolution (7x7, valid): a single output column as well.
   c.cout = 2;

@@ -5,6 +5,7 @@
 #include <halox/ops/dist_common.hpp>
 #include <halox/ops/window.hpp>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,8 @@ public:
 
   /// Times of the last `forward` or `backward` on this rank.
   [[nodiscard]] dist_timings const& timings() const noexcept;
+  /// Bytes this rank sends per forward plus backward call (input halos and dy gather).
+  [[nodiscard]] std::size_t bytes_sent() const noexcept;
   /// Multi-line account: descriptors, this rank's boxes, exchanges.
   [[nodiscard]] std::string describe() const;
 

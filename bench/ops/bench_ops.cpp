@@ -1,0 +1,195 @@
+// halox-bench-ops: a distributed convolution layer, forward + backward, with overlap on and off.
+//
+// For each case (2-D: float 8x64x256x256, 3x3, 64 -> 64; 3-D: float 2x32x64x64x64, 3x3x3,
+// 32 -> 32; spatial extents scaled by HALOX_BENCH_SCALE) and each overlap setting, runs
+// `warmup` untimed steps and `iters` timed steps. Each step is MPI_Barrier, forward, backward;
+// each phase's times are reduced with MPI_Allreduce(MAX) over ranks (the slowest rank sets the
+// pace of a synchronous layer), and the medians over steps are reported. Every rank runs the
+// same number of steps, fixed by the command line.
+//
+// Reported per line: step (forward + backward), forward, backward, compute (kernels), wait
+// (blocked in the exchange: communication not hidden), reduce (dw/db all-reduce) in ms, and the
+// bytes this rank exchanges per step. After both overlap settings, "hidden" is the share of the
+// exchange overlap removed from the critical path: 1 - wait(on) / wait(off). Speed-ups between
+// rank counts come from running the tool at each count (see docs/dist_ops.md).
+#include <halox/halox.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace ops = halox::ops;
+using halox::index_t;
+
+struct args {
+  std::string which = "all";    // 2d | 3d | all
+  std::string split = "space";  // space | n | auto
+  std::string overlap = "both"; // on | off | both
+  int iters = 5, warmup = 1;
+  double scale = 1.0;
+};
+
+struct sample {
+  double step = 0, fwd = 0, bwd = 0, compute = 0, wait = 0, reduce = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+sample median(std::vector<sample> const& s) {
+  auto pick = [&](double sample::*f) {
+    std::vector<double> v;
+    for (auto const& x : s) v.push_back(x.*f);
+    return median(v);
+  };
+  return {pick(&sample::step),    pick(&sample::fwd),  pick(&sample::bwd),
+          pick(&sample::compute), pick(&sample::wait), pick(&sample::reduce)};
+}
+
+int rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+std::string dims_str(std::vector<int> const& d) {
+  std::string s;
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? "x" : "") + std::to_string(d[i]);
+  return s;
+}
+
+// Runs one case at one overlap setting; returns the median sample (max over ranks per step).
+sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> const& dims,
+           bool overlap, args const& a, double& bytes) {
+  int const nsp = static_cast<int>(shape.size()) - 2;
+  halox::process_grid grid(MPI_COMM_WORLD, dims);
+  halox::tensor_desc xd(grid, shape, halox::dtype::float32);
+  std::vector<index_t> ws{cout, shape[1]};
+  for (int i = 0; i < nsp; ++i) ws.push_back(3);
+  ops::dist_options o;
+  o.overlap = overlap;
+  ops::dist_conv<float> layer(xd, ws, {{}, {1}, {1}, {}}, o);
+  auto const& in = layer.input_desc();
+  auto const& out = layer.output_desc();
+  std::vector<float> x(static_cast<std::size_t>(in.local_elements()));
+  std::vector<float> y(static_cast<std::size_t>(out.local_elements()));
+  std::vector<float> dy(y.size()), dx(static_cast<std::size_t>(xd.local_elements()));
+  std::vector<float> w(static_cast<std::size_t>(ops::element_count(ws))), b(cout), dw(w.size()),
+      db(b.size());
+  std::mt19937 g(1234 + static_cast<unsigned>(rank()));
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto* v : {&x, &dy, &w, &b})
+    for (auto& e : *v) e = u(g);
+  halox::tensor_view const xv(in, x), yv(out, y), dyv(out, dy), dxv(xd, dx);
+  std::vector<sample> samples;
+  for (int it = 0; it < a.warmup + a.iters; ++it) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double const t0 = MPI_Wtime();
+    layer.forward(xv, {w.data(), ws}, b.data(), yv);
+    ops::dist_timings const f = layer.timings();
+    double const t1 = MPI_Wtime();
+    layer.backward(xv, dyv, {w.data(), ws}, dxv, {dw.data(), ws}, db.data());
+    ops::dist_timings const bk = layer.timings();
+    double const t2 = MPI_Wtime();
+    double loc[6] = {t2 - t0,          t1 - t0,  t2 - t1, f.compute + bk.compute,
+                     f.wait + bk.wait, bk.reduce};
+    double mx[6];
+    MPI_Allreduce(loc, mx, 6, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (it >= a.warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5]});
+  }
+  bytes = static_cast<double>(layer.bytes_sent());
+  return median(samples);
+}
+
+void usage() {
+  std::printf(
+      "halox-bench-ops [--case 2d|3d|all] [--split space|n|auto] [--overlap on|off|both]\n"
+      "                [--iters N] [--warmup N]\n"
+      "Distributed conv layer (forward + backward), float. HALOX_BENCH_SCALE scales the\n"
+      "spatial extents (2-D 256x256, 3-D 64^3 at scale 1). Run at 1, 2, 4 ranks and compare the\n"
+      "step times for speed-ups.\n");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  args a;
+  if (char const* s = std::getenv("HALOX_BENCH_SCALE")) a.scale = std::atof(s);
+  for (int i = 1; i < argc; ++i) {
+    std::string const k = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (k == "--case")
+      a.which = next();
+    else if (k == "--split")
+      a.split = next();
+    else if (k == "--overlap")
+      a.overlap = next();
+    else if (k == "--iters")
+      a.iters = std::max(1, std::atoi(next().c_str()));
+    else if (k == "--warmup")
+      a.warmup = std::max(0, std::atoi(next().c_str()));
+    else {
+      if (rank() == 0) usage();
+      MPI_Finalize();
+      return k == "--help" ? 0 : 2;
+    }
+  }
+  int p = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  auto sc = [&](index_t e) { return std::max<index_t>(8, std::llround(e * a.scale)); };
+  struct bench_case {
+    char const* name;
+    std::vector<index_t> shape;
+    index_t cout;
+  };
+  std::vector<bench_case> cases;
+  if (a.which == "2d" || a.which == "all") cases.push_back({"2d", {8, 64, sc(256), sc(256)}, 64});
+  if (a.which == "3d" || a.which == "all")
+    cases.push_back({"3d", {2, 32, sc(64), sc(64), sc(64)}, 32});
+  if (rank() == 0)
+    std::printf("# halox-bench-ops: %d rank(s), scale %g, %d timed step(s) after %d warm-up; "
+                "times in ms, max over ranks, median over steps\n"
+                "# %-4s %-10s %-7s %9s %9s %9s %9s %9s %9s %12s\n",
+                p, a.scale, a.iters, a.warmup, "case", "grid", "overlap", "step", "forward",
+                "backward", "compute", "wait", "reduce", "bytes/rank");
+  for (auto const& c : cases) {
+    int const nd = static_cast<int>(c.shape.size());
+    std::vector<int> dims(static_cast<std::size_t>(nd), 0);
+    dims[1] = 1;
+    if (a.split == "space") dims[0] = 1;
+    if (a.split == "n")
+      for (int d = 2; d < nd; ++d) dims[d] = 1;
+    std::vector<int> halo(static_cast<std::size_t>(nd), 1);
+    halo[0] = halo[1] = 0;
+    dims = halox::choose_grid(p, dims, c.shape, halo, halo);
+    double wait[2] = {-1, -1};
+    for (int on = 1; on >= 0; --on) {
+      if ((on && a.overlap == "off") || (!on && a.overlap == "on")) continue;
+      double bytes = 0;
+      sample const s = run(c.shape, c.cout, dims, on == 1, a, bytes);
+      wait[on] = s.wait;
+      if (rank() == 0)
+        std::printf("  %-4s %-10s %-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n", c.name,
+                    dims_str(dims).c_str(), on ? "on" : "off", 1e3 * s.step, 1e3 * s.fwd,
+                    1e3 * s.bwd, 1e3 * s.compute, 1e3 * s.wait, 1e3 * s.reduce, bytes);
+    }
+    if (rank() == 0 && wait[0] > 0 && wait[1] >= 0)
+      std::printf("  %-4s hidden: %.0f%% of the exchange wait (%.2f ms off -> %.2f ms on)\n",
+                  c.name, 100.0 * (1.0 - wait[1] / wait[0]), 1e3 * wait[0], 1e3 * wait[1]);
+    std::fflush(stdout);
+  }
+  MPI_Finalize();
+  return 0;
+}
