@@ -269,7 +269,8 @@ window_case random_case(rng& r, bool conv) {
   window_case c;
   int const nsp = static_cast<int>(r(1, 3));
   c.x = {r(1, 4), r(1, 3)};
-  for (int i = 0; i < nsp; ++i) c.x.push_back(r(1, nsp == 3 ? 6 : 11));
+  // Mostly extents with a real interior, sometimes tiny ones (blocks of 0 or 1 element).
+  for (int i = 0; i < nsp; ++i) c.x.push_back(r(0, 3) == 0 ? r(1, 4) : r(5, nsp == 3 ? 7 : 13));
   c.cout = r(1, 3);
   for (int i = 0; i < nsp; ++i) {
     index_t const in = c.x[2 + i];
@@ -304,7 +305,7 @@ window_case random_case(rng& r, bool conv) {
 
 TEST(DistOps, ConvMatchesSerialRandom) {
   rng r(2024);
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 8; ++i) {
     auto const c = random_case(r, true);
     if (i % 2)
       check_conv<float>(c);
@@ -315,7 +316,7 @@ TEST(DistOps, ConvMatchesSerialRandom) {
 
 TEST(DistOps, PoolMatchesSerialRandom) {
   rng r(77);
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 8; ++i) {
     auto const c = random_case(r, false);
     auto const kind = i % 2 ? ops::pool_kind::max : ops::pool_kind::average;
     if (i % 3)
@@ -370,7 +371,7 @@ TEST(DistOps, EmptyRankAlongN) {
   check_conv<double>(c);
   check_pool<float>(c, ops::pool_kind::max);
   // Explicit sizes with an empty rank in the middle of N as well as spatial empty parts.
-  if (p >= 4) {
+  if (p >= 4 && p % 2 == 0) {
     c.dims = {p / 2, 1, 2, 1};
     c.sizes.assign(4, {});
     c.sizes[0].sizes.assign(static_cast<std::size_t>(p / 2), 0);
@@ -382,13 +383,14 @@ TEST(DistOps, EmptyRankAlongN) {
 
 TEST(DistOps, ValidConvolution) {
   rng r(5);
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 3; ++i) {
     window_case c;
     c.x = {2, 2, 9, 8};
-    c.k = {i % 2 ? 5 : 3};
+    c.k = {i == 1 ? 5 : 3};
     c.cout = 2;
     c.dims = random_dims(r, world_size(), 4);
-    c.overlap = i < 2;
+    c.sizes = random_sizes(r, c.x, c.dims, i == 2);
+    c.overlap = i != 1;
     c.name = "valid";
     check_conv<double>(c);
   }
@@ -396,7 +398,7 @@ TEST(DistOps, ValidConvolution) {
 
 TEST(DistOps, Stride2ConvAndPool) {
   rng r(6);
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 2; ++i) {
     window_case c;
     c.x = {2, 3, 9, 10};
     c.k = {3};
@@ -404,7 +406,7 @@ TEST(DistOps, Stride2ConvAndPool) {
     c.pl = c.ph = {1};
     c.cout = 4;
     c.dims = random_dims(r, world_size(), 4);
-    c.sizes = random_sizes(r, c.x, c.dims, i == 2);
+    c.sizes = random_sizes(r, c.x, c.dims, i == 1);
     c.name = "stride2";
     check_conv<float>(c);
     check_pool<double>(c, ops::pool_kind::max);
@@ -451,8 +453,8 @@ TEST(DistOps, OverlapOnAndOffAreIdentical) {
     c.overlap = overlap;
     c.name = "overlap";
     check_conv<float>(c);
-    check_pool<float>(c, ops::pool_kind::max);
   }
+  check_pool<float>(c, ops::pool_kind::max); // overlap off (the random cases mostly run on)
 }
 
 // Batch-norm statistics over the whole tensor: equal to serial up to the merge order.
