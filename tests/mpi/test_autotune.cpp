@@ -68,6 +68,14 @@ std::string selection_report(std::string const& described) {
   return described.substr(b + 1, described.find("); ", b) - b - 1);
 }
 
+// Automatic options with fewer runs per candidate: the tests below check decisions, not speed.
+halo_options quick() {
+  halo_options o;
+  o.tune.warmup = 1;
+  o.tune.trials = 3;
+  return o;
+}
+
 std::string read_file(std::string const& path) {
   std::ifstream in(path);
   std::ostringstream os;
@@ -154,7 +162,7 @@ TEST_F(Autotune, SkewedRankTimingsStillGiveOneDecision) {
   // The last rank's clock also has another origin and rate.
   if (rank == world_size() - 1) detail::test_hooks().clock = [] { return 1e6 + 3.0 * MPI_Wtime(); };
   auto const t = small_tensor(9);
-  halo_plan p(t);
+  halo_plan p(t, quick());
   EXPECT_EQ(p.selected_backend(), backend::mpi_persistent) << p.describe();
   std::string const d = p.describe();
   EXPECT_TRUE(same_on_all_ranks(selection_report(d))) << d;
@@ -166,7 +174,7 @@ TEST_F(Autotune, BudgetDecisionIsCollective) {
   // the budget were judged locally, that rank would stop and the others would wait for it.
   if (world_rank() == world_size() - 1)
     detail::test_hooks().clock = [] { return 1e7 * MPI_Wtime(); };
-  halo_options o;
+  halo_options o = quick();
   o.tune.budget_seconds = 0.5;
   auto const before = tune_stats();
   auto const t = small_tensor(10);
@@ -177,7 +185,7 @@ TEST_F(Autotune, BudgetDecisionIsCollective) {
 
   setenv("HALOX_TUNE_BUDGET", "0", 1); // the environment overrides tune_options
   clear_plan_cache();
-  halo_plan q(small_tensor(11));
+  halo_plan q(small_tensor(11), quick());
   EXPECT_EQ(q.selected_backend(), backend::mpi_pack);
   EXPECT_EQ(tune_stats().candidates_timed, before.candidates_timed + 2);
 }
@@ -249,8 +257,8 @@ TEST_F(Autotune, MemoryCacheHitSkipsMeasurement) {
   auto& log = capture_log();
   auto const t = small_tensor(15);
   auto const before = tune_stats();
-  halo_plan first(t);
-  halo_plan second(t);
+  halo_plan first(t, quick());
+  halo_plan second(t, quick());
   EXPECT_EQ(second.selected_backend(), first.selected_backend());
   EXPECT_TRUE(contains(second.describe(), "from the plan cache (memory)")) << second.describe();
   EXPECT_EQ(tune_stats().measured, before.measured + 1);
@@ -272,7 +280,7 @@ TEST_F(Autotune, CacheFileIsWrittenReadAndFollowedByEveryRank) {
   std::string const path = temp_path("roundtrip");
   if (root) std::remove(path.c_str());
   // Only rank 0 touches the file: the others are given a path that cannot exist.
-  halo_options o;
+  halo_options o = quick();
   o.tune.cache_file = root ? path : "/nonexistent/dir/never.cache";
   auto const t = small_tensor(16);
   auto const before = tune_stats();
@@ -293,7 +301,7 @@ TEST_F(Autotune, CacheFileIsWrittenReadAndFollowedByEveryRank) {
   // file named by $HALOX_PLAN_CACHE when tune_options::cache_file is empty.
   clear_plan_cache();
   setenv("HALOX_PLAN_CACHE", root ? path.c_str() : "/nonexistent/dir/never.cache", 1);
-  halo_plan cached(t);
+  halo_plan cached(t, quick());
   EXPECT_EQ(cached.selected_backend(), chosen);
   EXPECT_TRUE(contains(cached.describe(), "from the plan cache (file)")) << cached.describe();
   EXPECT_EQ(tune_stats().measured, before.measured + 1);
@@ -309,7 +317,7 @@ TEST_F(Autotune, CacheFileIsWrittenReadAndFollowedByEveryRank) {
     write_file(path, edited);
   }
   clear_plan_cache();
-  halo_plan edited(t);
+  halo_plan edited(t, quick());
   EXPECT_EQ(edited.selected_backend(), other) << edited.describe();
   EXPECT_EQ(tune_stats().measured, before.measured + 1);
   if (root) std::remove(path.c_str());
@@ -319,7 +327,7 @@ TEST_F(Autotune, ForeignOrCorruptCacheFileIsIgnoredWithAWarning) {
   if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
   bool const root = world_rank() == 0;
   std::string const path = temp_path("rejected");
-  halo_options o;
+  halo_options o = quick();
   o.tune.cache_file = path;
   auto const t = small_tensor(17);
   if (root) std::remove(path.c_str());
@@ -365,7 +373,7 @@ TEST_F(Autotune, ForeignOrCorruptCacheFileIsIgnoredWithAWarning) {
 
 TEST_F(Autotune, AutomaticPlansPassTheOracle) {
   int const size = world_size();
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 3; ++i) {
     std::mt19937_64 rng(7919ull * static_cast<unsigned>(i) + static_cast<unsigned>(size));
     auto const c = verify::random_halo_case(rng, size, 600);
     auto const r = verify::run_halo_case(c, backend::automatic, MPI_COMM_WORLD);
