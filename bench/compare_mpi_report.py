@@ -312,9 +312,11 @@ def plot_family(runs, family, key, target_lines, mpis, ranks_list, scenarios, ba
         ax.set_xticklabels([s.split("/", 1)[1] for s in scenarios], rotation=20, ha="right", fontsize=7)
         ax.set_ylim(0, CLIP)
         ax.grid(axis="y", alpha=0.3)
-    axes[0, 0].legend(fontsize=7, ncol=min(8, len(backends) + 1), loc="upper left")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.legend(handles, labels, fontsize=7, ncol=min(8, len(labels)), loc="upper center",
+               bbox_to_anchor=(0.5, 1 - 0.35 / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return True
@@ -425,8 +427,9 @@ def main():
     md.append("**An example run, not a claim.** " + (
         f"Machine: {machine}. " if machine else "") + (
         f"Runs at {', '.join(map(str, oversub))} ranks oversubscribe the {cpus} cores (ranks "
-        "time-share cores; MPICH's busy polling suffers most), and other jobs shared the machine, "
-        "so absolute times are noisy: compare ratios within one run. " if oversub else "") + (
+        "time-share cores; MPICH's busy polling suffers most; runs that fit are bound one rank "
+        "per core), and other jobs shared the machine, so absolute times are noisy: compare "
+        "ratios within one run. " if oversub else "") + (
         "`--quick`: extents scaled down (HALOX_BENCH_SCALE) and few iterations." if a.quick == "1"
         else ""))
     md.append("")
