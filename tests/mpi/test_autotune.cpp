@@ -68,11 +68,13 @@ std::string selection_report(std::string const& described) {
   return described.substr(b + 1, described.find("); ", b) - b - 1);
 }
 
-// Automatic options with fewer runs per candidate: the tests below check decisions, not speed.
+// Automatic options with fewer runs per candidate (the tests check decisions, not speed) and a
+// budget no loaded machine reaches, so that every candidate is measured.
 halo_options quick() {
   halo_options o;
   o.tune.warmup = 1;
   o.tune.trials = 3;
+  o.tune.budget_seconds = 600;
   return o;
 }
 
@@ -132,7 +134,9 @@ protected:
 TEST_F(Autotune, MeasuresEveryCandidateAndAgrees) {
   auto const t = small_tensor(8);
   auto const before = tune_stats();
-  halo_plan p(t);
+  halo_options o; // default warm-ups and trials
+  o.tune.budget_seconds = 600;
+  halo_plan p(t, o);
   std::string const d = p.describe();
   if (world_size() == 1) {
     EXPECT_TRUE(contains(d, "nothing to measure")) << d;
@@ -386,6 +390,7 @@ TEST_F(Autotune, WhicheverCandidateWinsPassesTheOracle) {
   int const size = world_size();
   if (size < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
   // Skewed timings make each host backend win in turn, through the automatic path.
+  setenv("HALOX_TUNE_BUDGET", "600", 1);
   for (backend winner : host_backends()) {
     detail::test_hooks().skew = [winner](backend b, int) { return b == winner ? 0.0 : 1.0; };
     clear_plan_cache();
