@@ -129,24 +129,20 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   gather = std::make_unique<box_gather>(*out, need_r, opt.method, opt.tune);
 
   auto const c = xd.coords_of(x.grid().rank());
-  std::vector<range1> ri, ro, fi, bi, need;
+  std::vector<range1> ri, ro, fi, bi;
   for (int i = 0; i < nsp; ++i) {
     int const d = 2 + i;
     ri.push_back(in_r[d][c[d]]);
     ro.push_back(out_r[d][c[d]]);
     fi.push_back(forward_interior(win[i], ro.back(), ri.back()));
     bi.push_back(backward_interior(win[i], ri.back(), ro.back()));
-    need.push_back(need_r[d][c[d]]);
   }
-  has_work = !in_r[0][c[0]].empty() && !make_box(ri).empty();
   in_own = make_box(ri);
   out_own = make_box(ro);
   fwd_interior = make_box(fi);
   bwd_interior = make_box(bi);
-  dy_need = make_box(need);
-  if (in_r[0][c[0]].empty()) { // no samples: nothing to compute at all
+  if (in_r[0][c[0]].empty()) // no samples: nothing to compute at all
     in_own = out_own = fwd_interior = bwd_interior = make_box(std::vector<range1>(nsp));
-  }
   fwd_boundary = boundary_boxes(out_own, fwd_interior);
   bwd_boundary = boundary_boxes(in_own, bwd_interior);
 }

@@ -46,8 +46,6 @@ struct window_layer {
   std::vector<box> fwd_boundary; ///< the rest of out_own
   box bwd_interior;              ///< inputs whose gradient needs only owned dy
   std::vector<box> bwd_boundary; ///< the rest of in_own
-  box dy_need;                   ///< spatial box of dy the gather brings (output coordinates)
-  bool has_work = false;         ///< owns samples and input positions
 
   /// Multi-line account of halos, output distribution, boxes and exchanges.
   [[nodiscard]] std::string describe() const;
