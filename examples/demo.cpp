@@ -69,14 +69,15 @@ int main(int argc, char** argv) {
     auto const c = grid.coords();
     os << "rank " << grid.rank() << " at grid (" << c[0] << "," << c[1] << ") owns "
        << box_str(owned) << "; local buffer " << t.local_shape()[0] << "x" << t.local_shape()[1]
-       << " with halos\n  " << plan.describe().substr(plan.describe().find("backend")) ;
+       << " with halos\n  " << plan.describe().substr(plan.describe().find("backend"));
     auto const ls = t.local_shape();
     for (halox::index_t i = 0; i < ls[0]; ++i) {
       os << "   ";
       for (halox::index_t j = 0; j < ls[1]; ++j) {
         bool const is_halo = i == 0 || j == 0 || i == ls[0] - 1 || j == ls[1] - 1;
         char cell[16];
-        std::snprintf(cell, sizeof cell, is_halo ? " (%3.0f)" : "  %3.0f ", buf[i * t.strides()[0] + j]);
+        std::snprintf(cell, sizeof cell, is_halo ? " (%3.0f)" : "  %3.0f ",
+                      buf[i * t.strides()[0] + j]);
         os << cell;
       }
       os << "\n";

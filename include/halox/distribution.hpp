@@ -16,10 +16,10 @@ namespace halox {
 /// How one tensor dimension is partitioned and padded. The number of parts comes from the
 /// process grid.
 struct dim_options {
-  int halo_lo = 0;             ///< ghost cells before the owned block
-  int halo_hi = 0;             ///< ghost cells after the owned block
-  bool periodic = false;       ///< wrap around at the global boundary
-  std::vector<index_t> sizes;  ///< explicit part sizes (sum = extent); empty: balanced blocks
+  int halo_lo = 0;            ///< ghost cells before the owned block
+  int halo_hi = 0;            ///< ghost cells after the owned block
+  bool periodic = false;      ///< wrap around at the global boundary
+  std::vector<index_t> sizes; ///< explicit part sizes (sum = extent); empty: balanced blocks
 
   /// Symmetric halo of width `w`.
   static dim_options halo(int w, bool periodic = false) {

@@ -69,6 +69,5 @@ namespace detail {
 /// Never compiled out.
 #define HALOX_REQUIRE(cond, code, msg)                                                             \
   do {                                                                                             \
-    if (!(cond))                                                                                   \
-      ::halox::detail::throw_error((code), (msg), #cond, __FILE__, __LINE__);                      \
+    if (!(cond)) ::halox::detail::throw_error((code), (msg), #cond, __FILE__, __LINE__);           \
   } while (0)

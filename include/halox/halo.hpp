@@ -29,11 +29,11 @@ struct tune_options {
 
 /// Options of a halo-exchange plan. Every rank must pass the same options.
 struct halo_options {
-  backend method = backend::automatic;        ///< how to move data ($HALOX_BACKEND overrides auto)
-  memory_space memory = memory_space::host;   ///< where the buffers live
+  backend method = backend::automatic;      ///< how to move data ($HALOX_BACKEND overrides auto)
+  memory_space memory = memory_space::host; ///< where the buffers live
   boundary_fill boundary = boundary_fill::untouched; ///< non-periodic boundary halo cells
-  double fill_value = 0.0;                    ///< value for boundary_fill::constant
-  tune_options tune;                          ///< automatic selection settings
+  double fill_value = 0.0;                           ///< value for boundary_fill::constant
+  tune_options tune;                                 ///< automatic selection settings
 };
 
 /// Opaque stream handle: a `cudaStream_t` for device plans, ignored for host plans.

@@ -21,8 +21,7 @@ struct tensor_view {
   /// View of `bytes` bytes at `data` holding `desc`'s local tensor.
   tensor_view(tensor_desc const& d, void* p, std::size_t n) : desc(&d), data(p), bytes(n) {}
   /// View of a typed container (std::vector<T> or anything with data() and size()).
-  template <class C>
-  tensor_view(tensor_desc const& d, C& c)
+  template <class C> tensor_view(tensor_desc const& d, C& c)
       : desc(&d), data(c.data()), bytes(c.size() * sizeof(*c.data())) {}
 };
 

@@ -7,9 +7,10 @@ namespace halox {
 
 namespace {
 constexpr backend all_backends[] = {
-    backend::automatic,      backend::mpi_datatype, backend::mpi_pack,  backend::mpi_persistent,
-    backend::mpi_neighbor,   backend::alltoallv,    backend::alltoallw, backend::cuda_aware_mpi,
-    backend::staged_mpi,     backend::nccl,         backend::device_mpi_datatype};
+    backend::automatic,      backend::mpi_datatype,       backend::mpi_pack,
+    backend::mpi_persistent, backend::mpi_neighbor,       backend::alltoallv,
+    backend::alltoallw,      backend::cuda_aware_mpi,     backend::staged_mpi,
+    backend::nccl,           backend::device_mpi_datatype};
 }
 
 char const* to_string(backend b) noexcept {
@@ -44,7 +45,8 @@ backend backend_from_string(std::string const& name) {
 std::vector<backend> host_backends() {
   std::vector<backend> out;
   for (backend b : all_backends)
-    if (b != backend::automatic && detail::backend_available(b, memory_space::host)) out.push_back(b);
+    if (b != backend::automatic && detail::backend_available(b, memory_space::host))
+      out.push_back(b);
   return out;
 }
 

@@ -4,8 +4,7 @@
 
 namespace halox::detail {
 
-void collective_check(MPI_Comm comm, std::string const& what,
-                      std::function<void()> const& validate,
+void collective_check(MPI_Comm comm, std::string const& what, std::function<void()> const& validate,
                       std::function<std::uint64_t()> const& hash) {
   std::exception_ptr local;
   std::uint64_t h = 0;

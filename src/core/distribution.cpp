@@ -26,8 +26,8 @@ distribution::distribution(std::vector<index_t> shape, dtype type, std::vector<i
       options_(std::move(options)) {
   int const nd = ndim();
   HALOX_REQUIRE(nd >= 1 && nd <= max_dims, errc::invalid_argument,
-                "tensor rank " + std::to_string(nd) + " is not supported; halox handles ranks 1 to " +
-                    std::to_string(max_dims));
+                "tensor rank " + std::to_string(nd) +
+                    " is not supported; halox handles ranks 1 to " + std::to_string(max_dims));
   (void)size_of(type_); // throws for an unknown dtype value
   HALOX_REQUIRE(static_cast<int>(parts_.size()) == nd, errc::invalid_argument,
                 "the process grid has " + std::to_string(parts_.size()) +
@@ -78,7 +78,8 @@ distribution::distribution(std::vector<index_t> shape, dtype type, std::vector<i
       }
       HALOX_REQUIRE(s[p] == n, errc::invalid_argument,
                     "explicit part sizes on " + dim_name(d) + " sum to " + std::to_string(s[p]) +
-                        " but the extent is " + std::to_string(n) + "; they must sum to the extent");
+                        " but the extent is " + std::to_string(n) +
+                        "; they must sum to the extent");
     }
     HALOX_REQUIRE(nranks_ <= (1 << 30) / p, errc::invalid_argument,
                   "the process grid has more than 2^30 processes");
@@ -212,7 +213,8 @@ bool operator==(distribution const& a, distribution const& b) {
   return true;
 }
 
-void validate_strides(std::vector<index_t> const& local_shape, std::vector<index_t> const& strides) {
+void validate_strides(std::vector<index_t> const& local_shape,
+                      std::vector<index_t> const& strides) {
   int const nd = static_cast<int>(local_shape.size());
   HALOX_REQUIRE(static_cast<int>(strides.size()) == nd, errc::invalid_argument,
                 std::to_string(strides.size()) + " strides given for a tensor of rank " +
@@ -232,7 +234,8 @@ void validate_strides(std::vector<index_t> const& local_shape, std::vector<index
                   "stride " + std::to_string(strides[d]) + " on dim " + std::to_string(d) +
                       " is smaller than the " + std::to_string(need) +
                       " elements spanned by the faster dimensions; cells would alias. Use a "
-                      "stride of at least " + std::to_string(need));
+                      "stride of at least " +
+                      std::to_string(need));
     need = strides[d] * local_shape[d];
   }
 }

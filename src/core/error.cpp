@@ -54,8 +54,7 @@ void throw_mpi_error(int code, char const* call, char const* file, int line) {
               "MPI call failed with code " + std::to_string(code) + ": " + std::string(buf, len),
               call, file, line);
 }
-void throw_error(errc code, std::string const& msg, char const* call, char const* file,
-                 int line) {
+void throw_error(errc code, std::string const& msg, char const* call, char const* file, int line) {
   throw error(code, msg, call, file, line);
 }
 } // namespace detail

@@ -31,9 +31,9 @@ std::string dims_str(std::vector<int> const& dims) {
 }
 
 struct grid_cost {
-  index_t overfull;   // parts beyond the extent (ranks left empty): avoid first
-  double halo;        // halo cells per rank (largest block)
-  index_t block;      // cells of the largest owned block
+  index_t overfull; // parts beyond the extent (ranks left empty): avoid first
+  double halo;      // halo cells per rank (largest block)
+  index_t block;    // cells of the largest owned block
   auto key() const { return std::tie(overfull, halo, block); }
 };
 
@@ -186,8 +186,8 @@ process_grid process_grid::create(MPI_Comm comm, std::vector<int> dims,
   }
   if (!failure.empty()) {
     detail::collective_check(
-        comm, "process_grid::create",
-        [&] { throw error(errc::invalid_argument, failure); }, [] { return 0ull; });
+        comm, "process_grid::create", [&] { throw error(errc::invalid_argument, failure); },
+        [] { return 0ull; });
   }
   return process_grid(comm, chosen);
 }

@@ -15,7 +15,8 @@ combine_op to_combine(reduce_op op) noexcept {
   return combine_op::sum;
 }
 
-plan_engine::plan_engine(MPI_Comm base, schedule forward, engine_options const& o, std::uint64_t key)
+plan_engine::plan_engine(MPI_Comm base, schedule forward, engine_options const& o,
+                         std::uint64_t key)
     : forward_(std::move(forward)) {
   HALOX_MPI_CHECK(MPI_Comm_dup(base, comm_.out()));
   cfg_.comm = comm_.get();
@@ -60,9 +61,9 @@ std::string plan_engine::summary() const {
   std::size_t regions = 0;
   for (auto const& m : forward_.sends) regions += m.regions.size();
   os << "backend " << to_string(selected_) << " (" << report_ << "); " << forward_.sends.size()
-     << " send peer(s), " << forward_.recvs.size() << " receive peer(s), "
-     << forward_.send_bytes() << " B out / " << forward_.recv_bytes() << " B in per exchange, "
-     << regions << " send region(s), " << forward_.copies.size() << " local copy(ies)";
+     << " send peer(s), " << forward_.recvs.size() << " receive peer(s), " << forward_.send_bytes()
+     << " B out / " << forward_.recv_bytes() << " B in per exchange, " << regions
+     << " send region(s), " << forward_.copies.size() << " local copy(ies)";
   return os.str();
 }
 

@@ -56,9 +56,9 @@ index_t tensor_desc::local_offset(std::vector<index_t> const& global_idx) const 
   index_t off = 0;
   for (int d = 0; d < ndim(); ++d) {
     HALOX_REQUIRE(global_idx[d] >= a.lo[d] && global_idx[d] < a.hi[d], errc::invalid_argument,
-                  "global index " + std::to_string(global_idx[d]) + " on dim " +
-                      std::to_string(d) + " is outside this rank's allocated range [" +
-                      std::to_string(a.lo[d]) + ", " + std::to_string(a.hi[d]) + ")");
+                  "global index " + std::to_string(global_idx[d]) + " on dim " + std::to_string(d) +
+                      " is outside this rank's allocated range [" + std::to_string(a.lo[d]) + ", " +
+                      std::to_string(a.hi[d]) + ")");
     off += (global_idx[d] - a.lo[d]) * strides_[d];
   }
   return off;

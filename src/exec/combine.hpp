@@ -22,8 +22,8 @@ template <class T> HALOX_HD inline void combine_value(T& dst, T src, combine_op 
 }
 
 /// float16 / bfloat16 combine through float (stored as raw 16-bit words).
-template <bool BF16> HALOX_HD inline void combine_half(std::uint16_t& dst, std::uint16_t src,
-                                                       combine_op op) {
+template <bool BF16>
+HALOX_HD inline void combine_half(std::uint16_t& dst, std::uint16_t src, combine_op op) {
   if (op == combine_op::replace) {
     dst = src;
     return;

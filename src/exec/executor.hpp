@@ -15,9 +15,9 @@ namespace halox::detail {
 
 /// What every executor is built from.
 struct exec_config {
-  MPI_Comm comm = MPI_COMM_NULL;         ///< the plan's private communicator
+  MPI_Comm comm = MPI_COMM_NULL; ///< the plan's private communicator
   memory_space memory = memory_space::host;
-  double fill_value = 0.0;               ///< value for the schedule's fill regions
+  double fill_value = 0.0; ///< value for the schedule's fill regions
 };
 
 /// Runs one schedule. Resources (buffers, requests, datatypes, topologies, streams) are created

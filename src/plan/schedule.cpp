@@ -70,8 +70,9 @@ void schedule::merge(schedule const& other) {
 
 void schedule::finalize() {
   auto fix = [&](std::vector<message>& ms) {
-    ms.erase(std::remove_if(ms.begin(), ms.end(), [](message const& m) { return m.regions.empty(); }),
-             ms.end());
+    ms.erase(
+        std::remove_if(ms.begin(), ms.end(), [](message const& m) { return m.regions.empty(); }),
+        ms.end());
     for (auto& m : ms) {
       m.bytes = 0;
       for (auto const& r : m.regions) m.bytes += region_bytes(*this, r);

@@ -38,7 +38,8 @@ TEST(Distribution, MorePartsThanElementsLeavesEmptyRanks) {
   distribution d({3, 4}, dtype::float64, {8, 1}, {dim_options{}, dim_options::halo(1)});
   int owners = 0;
   for (int r = 0; r < 8; ++r) {
-    if (!d.empty(r)) ++owners;
+    if (!d.empty(r))
+      ++owners;
     else {
       EXPECT_EQ(d.local_shape(r), (std::vector<index_t>{0, 0}));
       EXPECT_TRUE(d.allocated_box(r).empty());
@@ -84,21 +85,28 @@ TEST(Distribution, HashDistinguishesDescriptions) {
 }
 
 TEST(DistributionErrors, RankTooLarge) {
-  expect_error([] { distribution({1, 1, 1, 1, 1, 1, 1, 1, 1}, dtype::float32,
-                                 {1, 1, 1, 1, 1, 1, 1, 1, 1}); },
-               "tensor rank 9 is not supported");
+  expect_error(
+      [] {
+        distribution({1, 1, 1, 1, 1, 1, 1, 1, 1}, dtype::float32, {1, 1, 1, 1, 1, 1, 1, 1, 1});
+      },
+      "tensor rank 9 is not supported");
 }
 TEST(DistributionErrors, ZeroExtent) {
   expect_error([] { distribution({4, 0}, dtype::float32, {1, 1}); }, "extent 0 on dim 1");
 }
 TEST(DistributionErrors, NegativeHalo) {
-  expect_error([] { distribution({4}, dtype::float32, {1}, {dim_options{-1, 0, false, {}}}); },
-               "must not be negative");
+  expect_error(
+      [] {
+        distribution({4}, dtype::float32, {1}, {dim_options{-1, 0, false, {}}});
+      },
+      "must not be negative");
 }
 TEST(DistributionErrors, HaloWiderThanExtent) {
-  expect_error([] { distribution({4, 8}, dtype::float32, {1, 1},
-                                 {dim_options{}, dim_options::halo(9)}); },
-               "halo width 9 on dim 1 exceeds the global extent 8");
+  expect_error(
+      [] {
+        distribution({4, 8}, dtype::float32, {1, 1}, {dim_options{}, dim_options::halo(9)});
+      },
+      "halo width 9 on dim 1 exceeds the global extent 8");
 }
 TEST(DistributionErrors, PeriodicHaloMayWrapSeveralTimes) {
   EXPECT_NO_THROW(distribution({4}, dtype::float32, {2}, {dim_options::halo(9, true)}));
@@ -115,8 +123,11 @@ TEST(DistributionErrors, GridRankMismatch) {
   expect_error([] { distribution({4, 4}, dtype::float32, {2}); }, "one process count per tensor");
 }
 TEST(DistributionErrors, StridesSmallerThanShape) {
-  expect_error([] { validate_strides({4, 6}, {5, 1}); },
-               "stride 5 on dim 0 is smaller than the 6 elements");
+  expect_error(
+      [] {
+        validate_strides({4, 6}, {5, 1});
+      },
+      "stride 5 on dim 0 is smaller than the 6 elements");
   EXPECT_NO_THROW(validate_strides({4, 6}, {8, 1}));
   EXPECT_NO_THROW(validate_strides({4, 6}, {1, 4}));
   EXPECT_EQ(required_elements({4, 6}, {8, 1}), 30);

@@ -140,14 +140,15 @@ distribution random_distribution(std::mt19937& rng) {
 } // namespace
 
 TEST(HaloPlanner, FacesEdgesCorners2D) {
-  check_forward(distribution({8, 9}, dtype::float64, {2, 3},
-                             {dim_options::halo(1), dim_options::halo(2)}),
-                true);
+  check_forward(
+      distribution({8, 9}, dtype::float64, {2, 3}, {dim_options::halo(1), dim_options::halo(2)}),
+      true);
 }
 
 TEST(HaloPlanner, Periodic3DAllNeighbours) {
-  distribution d({6, 6, 6}, dtype::float64, {2, 2, 2},
-                 {dim_options::halo(1, true), dim_options::halo(1, true), dim_options::halo(1, true)});
+  distribution d(
+      {6, 6, 6}, dtype::float64, {2, 2, 2},
+      {dim_options::halo(1, true), dim_options::halo(1, true), dim_options::halo(1, true)});
   // 26 neighbour regions, merged into messages to the 7 other ranks.
   auto s = detail::plan_halo(d, 0, {}, false);
   std::size_t regions = 0;
@@ -158,7 +159,8 @@ TEST(HaloPlanner, Periodic3DAllNeighbours) {
 }
 
 TEST(HaloPlanner, PeriodicSelfWrapIsLocalCopy) {
-  distribution d({5, 4}, dtype::float64, {1, 2}, {dim_options::halo(2, true), dim_options::halo(1)});
+  distribution d({5, 4}, dtype::float64, {1, 2},
+                 {dim_options::halo(2, true), dim_options::halo(1)});
   auto s = detail::plan_halo(d, 0, {}, false);
   EXPECT_FALSE(s.copies.empty());
   check_forward(d, true);

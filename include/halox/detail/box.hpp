@@ -24,9 +24,9 @@ inline constexpr int max_dims = 8;
 
 /// A half-open N-d box `[lo, hi)` in some coordinate system (global or local).
 struct box {
-  int nd = 0;                 ///< number of dimensions in use
-  index_t lo[max_dims] = {};  ///< first index per dimension
-  index_t hi[max_dims] = {};  ///< one past the last index per dimension
+  int nd = 0;                ///< number of dimensions in use
+  index_t lo[max_dims] = {}; ///< first index per dimension
+  index_t hi[max_dims] = {}; ///< one past the last index per dimension
 
   /// Extent along dimension `d` (0 if empty).
   HALOX_HD index_t extent(int d) const { return hi[d] > lo[d] ? hi[d] - lo[d] : 0; }
@@ -77,10 +77,10 @@ HALOX_HD inline bool operator==(box const& a, box const& b) {
 /// the box's first cell. Dimensions whose extent is 1 are dropped and dimensions that are
 /// contiguous with the next one are merged, so a full face is one run.
 struct strided_region {
-  index_t offset = 0;          ///< element offset of the first cell from the buffer base
-  index_t run = 0;             ///< contiguous elements per innermost iteration
-  int nloops = 0;              ///< number of outer loops in use
-  index_t count[max_dims] = {}; ///< trip counts of the outer loops (outermost first)
+  index_t offset = 0;            ///< element offset of the first cell from the buffer base
+  index_t run = 0;               ///< contiguous elements per innermost iteration
+  int nloops = 0;                ///< number of outer loops in use
+  index_t count[max_dims] = {};  ///< trip counts of the outer loops (outermost first)
   index_t stride[max_dims] = {}; ///< element strides of the outer loops
 
   /// Number of runs.

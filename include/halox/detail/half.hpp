@@ -59,9 +59,9 @@ HALOX_HD inline std::uint16_t float_to_half(float f) {
   std::uint32_t const u = float_to_bits(f);
   std::uint16_t const sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   std::uint32_t const absu = u & 0x7fffffffu;
-  if (absu > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u); // nan
+  if (absu > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // nan
   if (absu >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u); // overflow / inf
-  if (absu < 0x38800000u) {                                                  // subnormal or zero
+  if (absu < 0x38800000u) {                                                   // subnormal or zero
     if (absu < 0x33000000u) return sign;
     std::uint32_t const e = absu >> 23;
     std::uint32_t man = (absu & 0x7fffffu) | 0x800000u;

@@ -36,8 +36,8 @@ void copy_runs(strided_region const& sr, std::byte* base, std::byte* stream) {
   }
 }
 
-template <bool Pack> void copy_runs_any(std::size_t e, strided_region const& sr, std::byte* base,
-                                        std::byte* stream) {
+template <bool Pack>
+void copy_runs_any(std::size_t e, strided_region const& sr, std::byte* base, std::byte* stream) {
   switch (e) {
   case 1: copy_runs<1, Pack>(sr, base, stream); break;
   case 2: copy_runs<2, Pack>(sr, base, stream); break;
@@ -47,8 +47,8 @@ template <bool Pack> void copy_runs_any(std::size_t e, strided_region const& sr,
   }
 }
 
-template <class T> void combine_runs(strided_region const& sr, T* base, std::byte const* stream,
-                                     combine_op op) {
+template <class T>
+void combine_runs(strided_region const& sr, T* base, std::byte const* stream, combine_op op) {
   index_t const runs = sr.runs();
   for (index_t k = 0; k < runs; ++k) {
     T* p = base + sr.run_offset(k);
@@ -151,7 +151,9 @@ void run_fills(schedule const& s, void* const* bufs, double value) {
     strided_region const sr = make_region(f.b, sl.strides.data());
     void* base = bufs[f.slot];
     switch (sl.type) {
-    case dtype::float32: fill_typed(sr, static_cast<float*>(base), static_cast<float>(value)); break;
+    case dtype::float32:
+      fill_typed(sr, static_cast<float*>(base), static_cast<float>(value));
+      break;
     case dtype::float64: fill_typed(sr, static_cast<double*>(base), value); break;
     case dtype::int32:
       fill_typed(sr, static_cast<std::int32_t*>(base), static_cast<std::int32_t>(value));

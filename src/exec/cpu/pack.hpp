@@ -15,7 +15,8 @@ void pack_message(schedule const& s, message const& m, void const* const* bufs, 
 void unpack_message(schedule const& s, message const& m, void* const* bufs, std::byte const* in,
                     combine_op op);
 /// Packs one region; returns bytes written.
-std::size_t pack_region(schedule const& s, region const& r, void const* const* bufs, std::byte* out);
+std::size_t pack_region(schedule const& s, region const& r, void const* const* bufs,
+                        std::byte* out);
 /// Unpacks one region; returns bytes read.
 std::size_t unpack_region(schedule const& s, region const& r, void* const* bufs,
                           std::byte const* in, combine_op op);

@@ -80,8 +80,10 @@ void p2p_executor::start(void* const* bufs, combine_op op, void*) {
     auto const& m = sched_.recvs[i];
     void* dst = recvbuf_.data() + roff_[i];
     if (recv_inplace_[i] && op == combine_op::replace)
-      dst = static_cast<std::byte*>(bufs[m.regions[0].slot]) + region_byte_offset(sched_, m.regions[0]);
-    HALOX_MPI_CHECK(MPI_Irecv(dst, checked_count(m.bytes), MPI_BYTE, m.peer, 0, cfg_.comm, &reqs_[i]));
+      dst = static_cast<std::byte*>(bufs[m.regions[0].slot]) +
+            region_byte_offset(sched_, m.regions[0]);
+    HALOX_MPI_CHECK(
+        MPI_Irecv(dst, checked_count(m.bytes), MPI_BYTE, m.peer, 0, cfg_.comm, &reqs_[i]));
   }
   for (std::size_t i = 0; i < sched_.sends.size(); ++i) {
     auto const& m = sched_.sends[i];
@@ -93,8 +95,8 @@ void p2p_executor::start(void* const* bufs, combine_op op, void*) {
       pack_message(sched_, m, bufs, sendbuf_.data() + soff_[i]);
       src = sendbuf_.data() + soff_[i];
     }
-    HALOX_MPI_CHECK(MPI_Isend(src, checked_count(m.bytes), MPI_BYTE, m.peer, 0, cfg_.comm,
-                              &reqs_[nr + i]));
+    HALOX_MPI_CHECK(
+        MPI_Isend(src, checked_count(m.bytes), MPI_BYTE, m.peer, 0, cfg_.comm, &reqs_[nr + i]));
   }
 }
 
@@ -112,8 +114,8 @@ void p2p_executor::wait(void*) {
       unpack_message(sched_, sched_.recvs[idx], bufs_, recvbuf_.data() + roff_[idx], op_);
   }
   if (!sched_.sends.empty())
-    HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(sched_.sends.size()), reqs_.data() + nr,
-                                MPI_STATUSES_IGNORE));
+    HALOX_MPI_CHECK(
+        MPI_Waitall(static_cast<int>(sched_.sends.size()), reqs_.data() + nr, MPI_STATUSES_IGNORE));
   run_fills(sched_, bufs_, cfg_.fill_value);
   if (persistent_)
     for (auto& r : reqs_) r = MPI_REQUEST_NULL; // the persistent handles stay owned

@@ -35,8 +35,8 @@ totals run_halo_section(backend b, std::uint64_t seed, long cases, index_t max_e
   for (long i = 0; i < cases; ++i) {
     std::mt19937_64 rng(seed * 1000003ull + static_cast<std::uint64_t>(i));
     halo_case const c = random_halo_case(rng, size, max_elements);
-    std::string const what = std::string("halo ") + to_string(b) + " case " + std::to_string(i) +
-                             " (" + c.str() + ")";
+    std::string const what =
+        std::string("halo ") + to_string(b) + " case " + std::to_string(i) + " (" + c.str() + ")";
     halo_result r;
     try {
       r = run_halo_case(c, b, MPI_COMM_WORLD);

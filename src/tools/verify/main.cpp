@@ -45,14 +45,22 @@ cli parse(int argc, char** argv, int rank) {
       return argv[++i];
     };
     try {
-      if (a == "--backend") c.backend_name = value();
-      else if (a == "--section") c.section = value();
-      else if (a == "--seed") c.seed = std::stoull(value());
-      else if (a == "--cases") c.cases = std::stol(value());
-      else if (a == "--max-elements") c.max_elements = std::stol(value());
-      else if (a == "--quiet") c.quiet = true;
-      else if (a == "--help" || a == "-h") usage(rank, "help");
-      else usage(rank, ("unknown option " + a).c_str());
+      if (a == "--backend")
+        c.backend_name = value();
+      else if (a == "--section")
+        c.section = value();
+      else if (a == "--seed")
+        c.seed = std::stoull(value());
+      else if (a == "--cases")
+        c.cases = std::stol(value());
+      else if (a == "--max-elements")
+        c.max_elements = std::stol(value());
+      else if (a == "--quiet")
+        c.quiet = true;
+      else if (a == "--help" || a == "-h")
+        usage(rank, "help");
+      else
+        usage(rank, ("unknown option " + a).c_str());
     } catch (std::logic_error const&) {
       usage(rank, ("bad number for " + a).c_str());
     }

@@ -28,23 +28,59 @@ std::uint64_t key_of(std::vector<index_t> const& g, int tensor, std::uint64_t sa
 // Reads one element as double (for combining expectations).
 double as_double(dtype t, std::byte const* p) {
   switch (t) {
-  case dtype::float32: { float v; std::memcpy(&v, p, 4); return v; }
-  case dtype::float64: { double v; std::memcpy(&v, p, 8); return v; }
-  case dtype::int32: { std::int32_t v; std::memcpy(&v, p, 4); return v; }
-  case dtype::int64: { std::int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+  case dtype::float32: {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case dtype::float64: {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  case dtype::int32: {
+    std::int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case dtype::int64: {
+    std::int64_t v;
+    std::memcpy(&v, p, 8);
+    return static_cast<double>(v);
+  }
   case dtype::uint8: return static_cast<double>(static_cast<std::uint8_t>(*p));
-  case dtype::float16: { std::uint16_t v; std::memcpy(&v, p, 2); return detail::half_to_float(v); }
-  case dtype::bfloat16: { std::uint16_t v; std::memcpy(&v, p, 2); return detail::bf16_to_float(v); }
+  case dtype::float16: {
+    std::uint16_t v;
+    std::memcpy(&v, p, 2);
+    return detail::half_to_float(v);
+  }
+  case dtype::bfloat16: {
+    std::uint16_t v;
+    std::memcpy(&v, p, 2);
+    return detail::bf16_to_float(v);
+  }
   }
   return 0;
 }
 
 void from_double(dtype t, double v, std::byte* p) {
   switch (t) {
-  case dtype::float32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+  case dtype::float32: {
+    float x = static_cast<float>(v);
+    std::memcpy(p, &x, 4);
+    break;
+  }
   case dtype::float64: std::memcpy(p, &v, 8); break;
-  case dtype::int32: { auto x = static_cast<std::int32_t>(v); std::memcpy(p, &x, 4); break; }
-  case dtype::int64: { auto x = static_cast<std::int64_t>(v); std::memcpy(p, &x, 8); break; }
+  case dtype::int32: {
+    auto x = static_cast<std::int32_t>(v);
+    std::memcpy(p, &x, 4);
+    break;
+  }
+  case dtype::int64: {
+    auto x = static_cast<std::int64_t>(v);
+    std::memcpy(p, &x, 8);
+    break;
+  }
   case dtype::uint8: *p = static_cast<std::byte>(static_cast<std::uint64_t>(v) & 0xffu); break;
   case dtype::float16: {
     auto x = detail::float_to_half(static_cast<float>(v));
@@ -83,8 +119,8 @@ std::vector<local_tensor> make_tensors(halo_case const& c, MPI_Comm comm) {
   std::vector<local_tensor> out;
   for (std::size_t t = 0; t < c.types.size(); ++t) {
     distribution const dist(c.shape, c.types[t], c.dims, c.options);
-    auto st = c.padding[t] > 0 ? padded_strides(dist, grid.rank(), c.padding[t])
-                               : std::vector<index_t>{};
+    auto st =
+        c.padding[t] > 0 ? padded_strides(dist, grid.rank(), c.padding[t]) : std::vector<index_t>{};
     tensor_desc d(grid, c.shape, c.types[t], c.options, st);
     std::vector<std::byte> buf(d.local_bytes());
     out.push_back({std::move(d), std::move(buf)});
@@ -172,7 +208,9 @@ std::string halo_case::str() const {
   for (std::size_t t = 0; t < types.size(); ++t)
     os << " " << to_string(types[t]) << (padding[t] ? "+pad" : "");
   os << (fill ? " fill" : "") << " op "
-     << (op == reduce_op::sum ? "sum" : op == reduce_op::max ? "max" : "min");
+     << (op == reduce_op::sum   ? "sum"
+         : op == reduce_op::max ? "max"
+                                : "min");
   return os.str();
 }
 
@@ -195,7 +233,8 @@ halo_case random_halo_case(std::mt19937_64& rng, int nprocs, index_t max_element
     // Mostly at least one element per part, sometimes fewer (empty ranks).
     int const lo = pick(0, 5) == 0 ? 1 : c.dims[d];
     index_t const budget = std::max<index_t>(1, max_elements / volume);
-    index_t const hi = std::max<index_t>(lo, std::min<index_t>(budget, c.dims[d] * (nd <= 2 ? 9 : 4)));
+    index_t const hi =
+        std::max<index_t>(lo, std::min<index_t>(budget, c.dims[d] * (nd <= 2 ? 9 : 4)));
     c.shape[d] = std::min<index_t>(budget, pick(lo, static_cast<int>(hi)));
     volume *= c.shape[d];
   }
@@ -340,9 +379,12 @@ case_result check_reverse(halo_case const& c, std::vector<local_tensor>& ts, hal
       ++r.checked;
       double e = small_value(ty, key_of(gi, static_cast<int>(t), 0));
       if (auto it = expect.find(gi); it != expect.end()) {
-        if (c.op == reduce_op::sum) e += it->second;
-        else if (c.op == reduce_op::max) e = std::max(e, it->second);
-        else e = std::min(e, it->second);
+        if (c.op == reduce_op::sum)
+          e += it->second;
+        else if (c.op == reduce_op::max)
+          e = std::max(e, it->second);
+        else
+          e = std::min(e, it->second);
       }
       std::byte want[8];
       from_double(ty, e, want);

@@ -18,9 +18,9 @@ struct halo_case {
   std::vector<index_t> shape;
   std::vector<int> dims;
   std::vector<dim_options> options;
-  std::vector<dtype> types;  ///< one per tensor in the plan (several tensors, one round)
-  std::vector<int> padding;  ///< extra elements per row of the local buffer, per tensor
-  bool fill = false;         ///< boundary_fill::constant
+  std::vector<dtype> types; ///< one per tensor in the plan (several tensors, one round)
+  std::vector<int> padding; ///< extra elements per row of the local buffer, per tensor
+  bool fill = false;        ///< boundary_fill::constant
   reduce_op op = reduce_op::sum;
   /// One-line description for failure reports.
   [[nodiscard]] std::string str() const;

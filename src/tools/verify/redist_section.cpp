@@ -174,7 +174,8 @@ totals run_redistribute_section(backend b, std::uint64_t seed, long cases, index
       (global[k] == 0 ? t.passed : t.failed) += 1;
       case_result const& r = k == 0 ? fwd : back;
       if (global[k] != 0 && local[k] != 0 && !quiet)
-        std::fprintf(stderr, "[rank %d] FAILED redistribute %s case %ld (%s, source on %d rank(s)): %s\n",
+        std::fprintf(stderr,
+                     "[rank %d] FAILED redistribute %s case %ld (%s, source on %d rank(s)): %s\n",
                      rank, to_string(b), i, shape_case.str().c_str(), nsrc, r.first_error.c_str());
     }
   }
