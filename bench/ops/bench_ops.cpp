@@ -7,11 +7,13 @@
 // pace of a synchronous layer), and the medians over steps are reported. Every rank runs the
 // same number of steps, fixed by the command line.
 //
-// Reported per line: step (forward + backward), forward, backward, compute (kernels), wait
-// (blocked in the exchange: communication not hidden), reduce (dw/db all-reduce) in ms, and the
-// bytes this rank exchanges per step. After both overlap settings, "hidden" is the share of the
-// exchange overlap removed from the critical path: 1 - wait(on) / wait(off). Speed-ups between
-// rank counts come from running the tool at each count (see docs/dist_ops.md).
+// Reported per line, in ms: step (forward + backward), forward, backward, compute (kernels),
+// wait (blocked in the exchange: communication not hidden), reduce (dw/db all-reduce), cpu (the
+// largest CPU time of a rank per step: on a shared machine it shows how the work divides when
+// other jobs distort the wall times), and the bytes this rank sends per step. After both
+// overlap settings, "hidden" is the share of the exchange wait that overlap removed from the
+// critical path: 1 - wait(on) / wait(off). Speed-ups between rank counts come from running the
+// tool at each count (see docs/dist_ops.md).
 #include <halox/halox.hpp>
 
 #include <mpi.h>
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -39,8 +42,16 @@ struct args {
 };
 
 struct sample {
-  double step = 0, fwd = 0, bwd = 0, compute = 0, wait = 0, reduce = 0;
+  double step = 0, fwd = 0, bwd = 0, compute = 0, wait = 0, reduce = 0, cpu = 0;
 };
+
+// CPU time of this process (all its threads): on a shared machine, where other jobs take cores
+// away, it shows how the work divides even when wall times cannot.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -53,8 +64,8 @@ sample median(std::vector<sample> const& s) {
     for (auto const& x : s) v.push_back(x.*f);
     return median(v);
   };
-  return {pick(&sample::step),    pick(&sample::fwd),  pick(&sample::bwd),
-          pick(&sample::compute), pick(&sample::wait), pick(&sample::reduce)};
+  return {pick(&sample::step), pick(&sample::fwd),    pick(&sample::bwd), pick(&sample::compute),
+          pick(&sample::wait), pick(&sample::reduce), pick(&sample::cpu)};
 }
 
 int rank() {
@@ -95,6 +106,7 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
   std::vector<sample> samples;
   for (int it = 0; it < a.warmup + a.iters; ++it) {
     MPI_Barrier(MPI_COMM_WORLD);
+    double const c0 = cpu_seconds();
     double const t0 = MPI_Wtime();
     layer.forward(xv, {w.data(), ws}, b.data(), yv);
     ops::dist_timings const f = layer.timings();
@@ -102,11 +114,12 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
     layer.backward(xv, dyv, {w.data(), ws}, dxv, {dw.data(), ws}, db.data());
     ops::dist_timings const bk = layer.timings();
     double const t2 = MPI_Wtime();
-    double loc[6] = {t2 - t0,          t1 - t0,  t2 - t1, f.compute + bk.compute,
-                     f.wait + bk.wait, bk.reduce};
-    double mx[6];
-    MPI_Allreduce(loc, mx, 6, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (it >= a.warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5]});
+    double const c2 = cpu_seconds();
+    double loc[7] = {t2 - t0,          t1 - t0,   t2 - t1, f.compute + bk.compute,
+                     f.wait + bk.wait, bk.reduce, c2 - c0};
+    double mx[7];
+    MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (it >= a.warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
   }
   bytes = static_cast<double>(layer.bytes_sent());
   return median(samples);
@@ -161,9 +174,9 @@ int main(int argc, char** argv) {
   if (rank() == 0)
     std::printf("# halox-bench-ops: %d rank(s), scale %g, %d timed step(s) after %d warm-up; "
                 "times in ms, max over ranks, median over steps\n"
-                "# %-4s %-10s %-7s %9s %9s %9s %9s %9s %9s %12s\n",
+                "# %-4s %-10s %-7s %9s %9s %9s %9s %9s %9s %9s %12s\n",
                 p, a.scale, a.iters, a.warmup, "case", "grid", "overlap", "step", "forward",
-                "backward", "compute", "wait", "reduce", "bytes/rank");
+                "backward", "compute", "wait", "reduce", "cpu", "bytes/rank");
   for (auto const& c : cases) {
     int const nd = static_cast<int>(c.shape.size());
     std::vector<int> dims(static_cast<std::size_t>(nd), 0);
@@ -181,9 +194,9 @@ int main(int argc, char** argv) {
       sample const s = run(c.shape, c.cout, dims, on == 1, a, bytes);
       wait[on] = s.wait;
       if (rank() == 0)
-        std::printf("  %-4s %-10s %-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n", c.name,
+        std::printf("  %-4s %-10s %-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n", c.name,
                     dims_str(dims).c_str(), on ? "on" : "off", 1e3 * s.step, 1e3 * s.fwd,
-                    1e3 * s.bwd, 1e3 * s.compute, 1e3 * s.wait, 1e3 * s.reduce, bytes);
+                    1e3 * s.bwd, 1e3 * s.compute, 1e3 * s.wait, 1e3 * s.reduce, 1e3 * s.cpu, bytes);
     }
     if (rank() == 0 && wait[0] > 0 && wait[1] >= 0)
       std::printf("  %-4s hidden: %.0f%% of the exchange wait (%.2f ms off -> %.2f ms on)\n",

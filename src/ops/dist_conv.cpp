@@ -91,8 +91,8 @@ template <class T> void dist_conv<T>::forward(tensor_view const& x, const_tensor
   const_block_ref<T> const xb = haloed_block<T const>(x);
   block_ref<T> const yb = haloed_block<T>(y);
   detail::run_overlapped(
-      L.opt.overlap, [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior,
-      L.fwd_boundary, L.out_own,
+      L.opt, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
+      L.fwd_interior, L.fwd_boundary, L.out_own,
       [&](box const& b, bool) { conv_forward_box<T>(xb, L.in_ext, w, bias, yb, b, impl_->p); }, t);
   t.total = MPI_Wtime() - t0;
 }
@@ -150,7 +150,8 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   if (L.opt.overlap) {
     weight_grads();
     c = MPI_Wtime();
-    if (want_dx && !L.bwd_interior.empty()) dx_box(L.bwd_interior, false);
+    if (want_dx && !L.bwd_interior.empty())
+      detail::run_in_pieces(L.bwd_interior, L.opt.progress_polls, I.reduce.get(), dx_box);
     n = MPI_Wtime();
     t.compute += n - c;
   }

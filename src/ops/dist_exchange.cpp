@@ -52,7 +52,8 @@ std::uint64_t geometry_key(distribution const& dist, std::vector<std::vector<ran
 } // namespace
 
 box_gather::box_gather(tensor_desc const& src, std::vector<std::vector<range1>> need,
-                       backend method, tune_options const& tune) {
+                       backend method, tune_options const& tune,
+                       std::vector<box> const* self_copy) {
   distribution const& dist = src.dist();
   int const nd = dist.ndim(), me = src.grid().rank();
   HALOX_REQUIRE(static_cast<int>(need.size()) == nd, errc::internal,
@@ -97,9 +98,16 @@ box_gather::box_gather(tensor_desc const& src, std::vector<std::vector<range1>> 
       box const gb = make_box(g);
       int const peer = dist.rank_of(c);
       region const from{0, shifted_by(gb, alloc, -1)};
-      if (peer == me)
+      if (peer == me && self_copy == nullptr) {
         sch.copies.push_back(local_copy{from, region{1, shifted_by(gb, mine_, -1)}});
-      else
+      } else if (peer == me) {
+        for (box const& part : *self_copy) {
+          box const pb = intersect(gb, part);
+          if (!pb.empty())
+            sch.copies.push_back(local_copy{region{0, shifted_by(pb, alloc, -1)},
+                                            region{1, shifted_by(pb, mine_, -1)}});
+        }
+      } else
         sch.sends.push_back(message{peer, {from}, 0});
     });
   }

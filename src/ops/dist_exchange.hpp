@@ -30,9 +30,12 @@ namespace halox::ops::detail {
 /// of a tensor described by `src` into a contiguous row-major workspace of that box's shape.
 class box_gather {
 public:
-  /// Collective over `src`'s grid. `need[d]` has one range per part of dimension d.
+  /// Collective over `src`'s grid. `need[d]` has one range per part of dimension d. The part of
+  /// the box this rank owns itself is copied into the workspace too, unless `self_copy` lists
+  /// the global boxes (all dimensions) of it that are read from the workspace: then only those
+  /// are (a caller that reads the rest of its own block in place saves the copy).
   box_gather(tensor_desc const& src, std::vector<std::vector<range1>> need, backend method,
-             tune_options const& tune);
+             tune_options const& tune, std::vector<box> const* self_copy = nullptr);
   ~box_gather();
   box_gather(box_gather&&) noexcept;
   box_gather& operator=(box_gather&&) noexcept;

@@ -68,8 +68,8 @@ template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view 
   const_block_ref<T> const xb = haloed_block<T const>(x);
   block_ref<T> const yb = haloed_block<T>(y);
   detail::run_overlapped(
-      L.opt.overlap, [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior,
-      L.fwd_boundary, L.out_own,
+      L.opt, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
+      L.fwd_interior, L.fwd_boundary, L.out_own,
       [&](box const& b, bool) { pool_forward_box<T>(xb, L.in_ext, yb, b, impl_->p); }, t);
   t.total = MPI_Wtime() - t0;
 }
@@ -91,8 +91,8 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   I.ws.resize(static_cast<std::size_t>(L.gather->elements()));
   const_block_ref<T> const dy_ws = detail::workspace_block(I.ws, *L.gather);
   detail::run_overlapped(
-      L.opt.overlap, [&] { L.gather->start(dy.data, I.ws.data()); }, [&] { L.gather->wait(); },
-      L.bwd_interior, L.bwd_boundary, L.in_own,
+      L.opt, L.in->grid().comm(), [&] { L.gather->start(dy.data, I.ws.data()); },
+      [&] { L.gather->wait(); }, L.bwd_interior, L.bwd_boundary, L.in_own,
       [&](box const& b, bool gathered) {
         pool_backward_box<T>(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);
       },

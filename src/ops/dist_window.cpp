@@ -126,7 +126,6 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   ho.fill_value = 0.0;
   ho.tune = opt.tune;
   halo = std::make_unique<halo_plan>(*in, ho);
-  gather = std::make_unique<box_gather>(*out, need_r, opt.method, opt.tune);
 
   auto const c = xd.coords_of(x.grid().rank());
   std::vector<range1> ri, ro, fi, bi;
@@ -145,6 +144,18 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
     in_own = out_own = fwd_interior = bwd_interior = make_box(std::vector<range1>(nsp));
   fwd_boundary = boundary_boxes(out_own, fwd_interior);
   bwd_boundary = boundary_boxes(in_own, bwd_interior);
+
+  // With overlap, the interior of dx reads the caller's dy in place; only the dy under the
+  // boundary boxes' windows is read from the workspace, so only that much of the rank's own
+  // dy is copied there (nothing at all on one rank).
+  std::vector<box> self;
+  for (box const& b : bwd_boundary) {
+    std::vector<range1> r{in_r[0][c[0]], {0, out_channels}};
+    for (int i = 0; i < nsp; ++i) r.push_back(output_footprint(win[i], {b.lo[i], b.hi[i]}));
+    self.push_back(make_box(r));
+  }
+  gather = std::make_unique<box_gather>(*out, need_r, opt.method, opt.tune,
+                                        opt.overlap ? &self : nullptr);
 }
 
 std::string window_layer::describe() const {
@@ -174,6 +185,26 @@ void check_partition(tensor_view const& v, tensor_desc const& expected, std::str
                 what + " holds " + std::to_string(v.bytes) + " bytes but its descriptor needs " +
                     std::to_string(need) + " on this rank");
   HALOX_REQUIRE(need == 0 || v.data != nullptr, bad, what + " is a null pointer");
+}
+
+std::vector<box> split_box(box const& b, int n) {
+  int d = 0;
+  while (d < b.nd && b.extent(d) <= 1) ++d;
+  if (n <= 1 || d == b.nd || b.empty()) return {b};
+  index_t const e = b.extent(d), parts = std::min<index_t>(n, e);
+  std::vector<box> r;
+  for (index_t i = 0; i < parts; ++i) {
+    box p = b;
+    p.lo[d] = b.lo[d] + e * i / parts;
+    p.hi[d] = b.lo[d] + e * (i + 1) / parts;
+    r.push_back(p);
+  }
+  return r;
+}
+
+void poke_progress(MPI_Comm comm) {
+  int flag = 0;
+  HALOX_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE));
 }
 
 std::string shape_str(std::vector<index_t> const& shape) {

@@ -91,18 +91,39 @@ const_block_ref<T> workspace_block(std::vector<T> const& ws, box_gather const& g
 /// caller's.
 [[nodiscard]] communicator dup_comm(MPI_Comm c);
 
-/// Runs `kernel(box, after_exchange)` on `interior` between `start()` and `wait()`, then on the
-/// `boundary` boxes; without overlap, after `wait()` on `whole`. Accumulates into `t`.
+/// `b` cut along its first dimension of extent > 1 into at most `n` slabs of nearly equal
+/// size (just `b` when n <= 1 or nothing can be cut).
+[[nodiscard]] std::vector<box> split_box(box const& b, int n);
+
+/// Lets MPI advance transfers in flight: without an asynchronous progress thread, a large
+/// (rendezvous) message moves only while its receiver is inside an MPI call, so a rank busy in
+/// a kernel would otherwise leave it waiting until `wait()`. Probing changes no state.
+void poke_progress(MPI_Comm comm);
+
+/// Runs `kernel(piece, false)` over `b` in `polls` pieces, poking MPI progress on `comm` after
+/// each: how the interior computes while an exchange is in flight. Sub-box kernels are exact,
+/// so the pieces give the same bits as one call.
+template <class Kernel>
+void run_in_pieces(box const& b, int polls, MPI_Comm comm, Kernel&& kernel) {
+  for (box const& piece : split_box(b, polls)) {
+    kernel(piece, false);
+    poke_progress(comm);
+  }
+}
+
+/// Runs `kernel(box, after_exchange)` on `interior` between `start()` and `wait()` (in pieces,
+/// see `run_in_pieces`), then on the `boundary` boxes; without overlap, after `wait()` on
+/// `whole`. Accumulates into `t`.
 template <class Start, class Wait, class Kernel>
-void run_overlapped(bool overlap, Start&& start, Wait&& wait, box const& interior,
-                    std::vector<box> const& boundary, box const& whole, Kernel&& kernel,
-                    dist_timings& t) {
+void run_overlapped(dist_options const& o, MPI_Comm comm, Start&& start, Wait&& wait,
+                    box const& interior, std::vector<box> const& boundary, box const& whole,
+                    Kernel&& kernel, dist_timings& t) {
   double c = MPI_Wtime();
   start();
   double n = MPI_Wtime();
   t.start += n - c;
-  if (overlap && !interior.empty()) {
-    kernel(interior, false);
+  if (o.overlap && !interior.empty()) {
+    run_in_pieces(interior, o.progress_polls, comm, kernel);
     c = MPI_Wtime();
     t.compute += c - n;
     n = c;
@@ -110,7 +131,7 @@ void run_overlapped(bool overlap, Start&& start, Wait&& wait, box const& interio
   wait();
   c = MPI_Wtime();
   t.wait += c - n;
-  if (overlap) {
+  if (o.overlap) {
     for (auto const& b : boundary) kernel(b, true);
   } else if (!whole.empty()) {
     kernel(whole, true);

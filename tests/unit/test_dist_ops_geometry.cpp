@@ -1,6 +1,7 @@
 // Geometry of the distributed windowed operators (src/ops/dist_geometry.hpp), checked against
 // the serial footprint functions and against brute force over random windows and partitions.
 #include "ops/dist_geometry.hpp"
+#include "ops/dist_window.hpp"
 
 #include <halox/ops/window.hpp>
 
@@ -218,6 +219,24 @@ TEST(DistOpsGeometry, BoundaryBoxesTileTheRestOfTheBlock) {
     }
     ASSERT_EQ(vol, outer.volume()) << "iteration " << it;
   }
+}
+
+TEST(DistOpsGeometry, InteriorPiecesTileTheBox) {
+  box const b = make_box({{2, 3}, {0, 10}, {4, 7}}); // extent 1 along the first dimension
+  for (int n : {1, 3, 8, 10, 20}) {
+    auto const pieces = split_box(b, n);
+    EXPECT_EQ(static_cast<int>(pieces.size()), std::min(std::max(n, 1), 10));
+    index_t next = 0, vol = 0;
+    for (auto const& p : pieces) {
+      EXPECT_EQ(p.lo[1], next); // cut along the second dimension, in order, no gaps
+      next = p.hi[1];
+      vol += p.volume();
+      EXPECT_EQ(p.lo[2], 4);
+      EXPECT_EQ(p.hi[2], 7);
+    }
+    EXPECT_EQ(vol, b.volume());
+  }
+  EXPECT_EQ(split_box(make_box({{0, 1}}), 4).size(), 1u);
 }
 
 TEST(DistOpsGeometry, GlobalPoolingSplitFourWaysNeedsTwoHopHalos) {

@@ -22,6 +22,10 @@ struct dist_options {
   /// Compute the part of the result that needs no remote data while the exchange runs (true),
   /// or exchange first and compute everything afterwards (false). Results are bitwise equal.
   bool overlap = true;
+  /// With overlap, the interior is computed in this many pieces with an MPI progress poll after
+  /// each, so that large messages, which MPI moves only while the receiver is inside an MPI
+  /// call, advance during the compute instead of at `wait`. 1: one piece, no poll.
+  int progress_polls = 8;
   /// How halos and output gradients move. `automatic` measures the candidates when the
   /// operator is built (several collective rounds); the default never does.
   backend method = backend::mpi_pack;
