@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "support/mpi_helpers.hpp"
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -20,19 +21,12 @@ using namespace halox;
 
 namespace {
 
+using halox::test::expect_error_everywhere;
+using halox::test::world_rank;
+using halox::test::world_size;
+
 using shape_t = std::vector<index_t>;
 constexpr double sentinel = -7.0;
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 double value_at(shape_t const& g, shape_t const& shape) {
   double v = 0;
@@ -148,27 +142,6 @@ int run_inverse(redistribute_plan& plan, tensor_desc const* src, tensor_desc con
   plan.execute_inverse(dst ? tensor_view(*dst, d) : tensor_view{},
                        src ? tensor_view(*src, s) : tensor_view{});
   return src ? mismatches(*src, s) : 0;
-}
-
-// Runs `f`, expects a halox::error with `code` whose message contains `expected`, and checks
-// (with one all-reduce that every rank reaches) that every rank threw.
-void expect_error_everywhere(std::function<void()> const& f, errc code,
-                             std::string const& expected) {
-  int threw = 0;
-  try {
-    f();
-  } catch (halox::error const& e) {
-    threw = 1;
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(e.message().find(expected), std::string::npos)
-        << "expected \"" << expected << "\" in: " << e.what();
-  } catch (std::exception const& e) {
-    ADD_FAILURE() << "expected halox::error, got: " << e.what();
-  }
-  EXPECT_EQ(threw, 1) << "no halox::error on this rank (expected \"" << expected << "\")";
-  int total = 0;
-  MPI_Allreduce(&threw, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_EQ(total, world_size()) << "not every rank threw";
 }
 
 class RedistBackends : public testing::TestWithParam<backend> {

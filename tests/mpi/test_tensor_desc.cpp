@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "support/mpi_helpers.hpp"
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,10 @@
 #include <vector>
 
 namespace {
+
+using halox::test::expect_error_everywhere;
+using halox::test::world_rank;
+using halox::test::world_size;
 
 using halox::box;
 using halox::dim_options;
@@ -24,40 +29,6 @@ using halox::index_t;
 using halox::process_grid;
 using halox::tensor_desc;
 using shape_t = std::vector<index_t>;
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-// Runs `f`, expects a halox::error with `code` whose message contains `expected`, and checks
-// (with one all-reduce that every rank reaches) that every rank threw.
-void expect_error_everywhere(std::function<void()> const& f, errc code,
-                             std::string const& expected) {
-  int threw = 0;
-  try {
-    f();
-  } catch (halox::error const& e) {
-    threw = 1;
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(e.message().find(expected), std::string::npos)
-        << "expected \"" << expected << "\" in: " << e.what();
-    EXPECT_EQ(e.rank(), world_rank()) << e.what();
-  } catch (std::exception const& e) {
-    ADD_FAILURE() << "expected halox::error, got: " << e.what();
-  }
-  EXPECT_EQ(threw, 1) << "no halox::error on this rank (expected \"" << expected << "\")";
-  int threw_total = 0;
-  MPI_Allreduce(&threw, &threw_total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_EQ(threw_total, world_size()) << "not every rank threw";
-}
 
 // Expects every rank to build the descriptor without an error (one all-reduce, always reached).
 void expect_ok_everywhere(std::function<void()> const& f) {
