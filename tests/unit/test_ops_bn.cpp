@@ -177,18 +177,6 @@ TEST(OpsBatchNorm, FloatAgreesWithDouble) {
   EXPECT_LE(max_abs_diff(rv, rvd), 1e-7);
 }
 
-template <class F> void expect_error(F&& f, std::vector<std::string> const& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (halox::error const& e) {
-    EXPECT_EQ(e.code(), halox::errc::invalid_argument);
-    for (auto const& s : parts)
-      EXPECT_NE(e.message().find(s), std::string::npos)
-          << "missing '" << s << "' in: " << e.message();
-  }
-}
-
 TEST(OpsBatchNorm, Errors) {
   std::vector<double> x(6), y(6);
   ops::bn_params p;

@@ -244,19 +244,6 @@ TEST(OpsConv, GradientsMatchFiniteDifferences) {
   }
 }
 
-// Runs `f`, expects halox::error (invalid_argument) whose message contains every `parts`.
-template <class F> void expect_error(F&& f, std::vector<std::string> const& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (halox::error const& e) {
-    EXPECT_EQ(e.code(), halox::errc::invalid_argument);
-    for (auto const& s : parts)
-      EXPECT_NE(e.message().find(s), std::string::npos)
-          << "missing '" << s << "' in: " << e.message();
-  }
-}
-
 TEST(OpsConv, ErrorsNameTheValueAndTheFix) {
   std::vector<double> x(2 * 3 * 6 * 6), w(4 * 3 * 3 * 3), y(2 * 4 * 4 * 4);
   ops::const_tensor_ref<double> xr{x.data(), {2, 3, 6, 6}}, wr{w.data(), {4, 3, 3, 3}};

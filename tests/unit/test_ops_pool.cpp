@@ -211,18 +211,6 @@ TEST(OpsPool, GradientsMatchFiniteDifferences) {
   }
 }
 
-template <class F> void expect_error(F&& f, std::vector<std::string> const& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (halox::error const& e) {
-    EXPECT_EQ(e.code(), halox::errc::invalid_argument);
-    for (auto const& s : parts)
-      EXPECT_NE(e.message().find(s), std::string::npos)
-          << "missing '" << s << "' in: " << e.message();
-  }
-}
-
 TEST(OpsPool, Errors) {
   std::vector<double> x(1 * 2 * 6 * 6), y(1 * 2 * 3 * 3);
   ops::pool_params p;

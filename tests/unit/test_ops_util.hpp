@@ -3,13 +3,17 @@
 // naive reference operators (direct loops over the definitions, scatter form for gradients),
 // written independently of the library's gather/GEMM kernels.
 
+#include <halox/error.hpp>
 #include <halox/ops/ops.hpp>
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace ops_test {
@@ -282,6 +286,19 @@ inline std::vector<index_t> ext_of(halox::box const& b) {
   std::vector<index_t> e(b.nd);
   for (int d = 0; d < b.nd; ++d) e[d] = b.extent(d);
   return e;
+}
+
+/// Runs `f`, expects halox::error (invalid_argument) whose message contains every `parts`.
+template <class F> void expect_error(F&& f, std::vector<std::string> const& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error thrown";
+  } catch (halox::error const& e) {
+    EXPECT_EQ(e.code(), halox::errc::invalid_argument);
+    for (auto const& s : parts)
+      EXPECT_NE(e.message().find(s), std::string::npos)
+          << "missing '" << s << "' in: " << e.message();
+  }
 }
 
 } // namespace ops_test
