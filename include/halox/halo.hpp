@@ -4,6 +4,7 @@
 /// memory, forward (owners -> halos) or reverse (halos -> owners, combined).
 
 #include <halox/backend.hpp>
+#include <halox/context.hpp>
 #include <halox/tensor_view.hpp>
 
 #include <cstddef>
@@ -34,6 +35,10 @@ struct halo_options {
   boundary_fill boundary = boundary_fill::untouched; ///< non-periodic boundary halo cells
   double fill_value = 0.0;                           ///< value for boundary_fill::constant
   tune_options tune;                                 ///< automatic selection settings
+  /// When true the plan allocates no workspace: the caller passes one with `set_workspace`
+  /// (at least `workspace_bytes()`) before executing, e.g. from a framework's caching
+  /// allocator. When false the plan draws it from its context's allocator at construction.
+  bool external_workspace = false;
 };
 
 /// Opaque stream handle: a `cudaStream_t` for device plans, ignored for host plans.
@@ -42,16 +47,25 @@ using stream_handle = void*;
 /// A halo exchange of one or several tensors (all on congruent communicators), merged into one
 /// round of messages: for every peer, the regions of all tensors travel in one message.
 ///
-/// Construction is collective over the tensors' grid communicator. The plan holds its own
-/// duplicate of that communicator, so its messages never match the caller's.
-/// Execution is collective too: every rank of the grid must call `start`/`wait` (or
-/// `execute`) in the same order. Nothing is allocated on the execution path.
+/// Construction is collective over the tensors' grid communicator. The plan's messages travel
+/// on its context's private communicator under a tag of its own, so they never match the
+/// caller's messages nor another plan's. Everything collective (backend selection, topologies,
+/// the NCCL communicator, both directions' executors) happens here; execution only posts and
+/// completes messages. Execution is collective too: every rank of the grid must call
+/// `start`/`wait` (or `execute`) in the same order. Nothing is allocated on the execution path.
+/// Destroying a plan while an exchange is in flight completes or cancels its messages first.
 class halo_plan {
 public:
-  /// Plans the exchange of one tensor.
+  /// Plans the exchange of one tensor, on the default context of its grid's communicator.
   explicit halo_plan(tensor_desc const& t, halo_options const& options = {});
   /// Plans the exchange of several tensors in one round of messages.
   explicit halo_plan(std::vector<tensor_desc> const& tensors, halo_options const& options = {});
+  /// Plans the exchange of one tensor on `ctx`, which must hold the grid's processes in the
+  /// grid's rank order (e.g. built from the same communicator the grid was built from).
+  halo_plan(context const& ctx, tensor_desc const& t, halo_options const& options = {});
+  /// Plans the exchange of several tensors on `ctx`.
+  halo_plan(context const& ctx, std::vector<tensor_desc> const& tensors,
+            halo_options const& options = {});
   ~halo_plan();
   halo_plan(halo_plan&&) noexcept;
   halo_plan& operator=(halo_plan&&) noexcept;
@@ -78,6 +92,16 @@ public:
   /// Begins a reverse exchange.
   void start_reverse(std::vector<tensor_view> const& vs, reduce_op op = reduce_op::sum,
                      stream_handle stream = nullptr);
+
+  /// Scratch memory the plan uses while executing (pack buffers, landing areas, staging).
+  [[nodiscard]] workspace_size workspace_bytes() const noexcept;
+  /// Hands the plan a caller-owned workspace (needed once before executing a plan built with
+  /// `external_workspace`; may be called again between exchanges, e.g. with a new allocation
+  /// every step). Throws `halox::error` when an area is too small, null or misaligned, or an
+  /// exchange is in flight.
+  void set_workspace(workspace const& w);
+  /// The context the plan was built on.
+  [[nodiscard]] context const& get_context() const noexcept;
 
   /// The backend in use (the measured winner when `automatic` was requested).
   [[nodiscard]] backend selected_backend() const noexcept;

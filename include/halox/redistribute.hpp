@@ -29,13 +29,18 @@ struct redistribute_options {
   bool halo_after = false;
   halo_options halo; ///< options of that halo exchange (used when `halo_after`)
   tune_options tune; ///< automatic backend selection settings
+  /// When true the plan allocates no workspace: the caller passes one with `set_workspace`
+  /// (at least `workspace_bytes()`, which includes the `halo_after` exchange's) before
+  /// executing. When false the plan draws it from its context's allocator.
+  bool external_workspace = false;
 };
 
 /// A redistribution of one global tensor from a source distribution to a destination
 /// distribution (same global shape and dtype).
 ///
 /// Construction is collective over the plan's communicator (the source grid's communicator, or
-/// `parent`); the plan holds its own duplicate of it. Execution is collective over it too:
+/// `parent`); the plan's messages travel on that communicator's context (the default one, or
+/// the one passed) under a tag of its own. Execution is collective over it too:
 /// every rank must call `execute` / `start` / `wait` / `execute_inverse` in the same order,
 /// including ranks that belong to neither grid (they pass empty views and move nothing).
 /// Each process exchanges messages only with the processes whose blocks overlap its own, plus
@@ -52,6 +57,13 @@ public:
   /// outside the source grid, `dst` nullptr on ranks outside the destination grid (a rank may
   /// be in one, both or neither). Ranks outside a grid learn its distribution at plan time.
   redistribute_plan(MPI_Comm parent, tensor_desc const* src, tensor_desc const* dst,
+                    redistribute_options const& options = {});
+  /// Like `redistribute_plan(src, dst, options)`, on `ctx`, which must hold the source grid's
+  /// processes in its rank order.
+  redistribute_plan(context const& ctx, tensor_desc const& src, tensor_desc const& dst,
+                    redistribute_options const& options = {});
+  /// Like `redistribute_plan(parent, src, dst, options)`, with `ctx` built on the parent.
+  redistribute_plan(context const& ctx, tensor_desc const* src, tensor_desc const* dst,
                     redistribute_options const& options = {});
   ~redistribute_plan();
   /// Moves the plan (the moved-from plan must not be used).
@@ -77,6 +89,13 @@ public:
   /// Begins an inverse redistribution (reading `dst`, writing `src`).
   void start_inverse(tensor_view const& dst, tensor_view const& src,
                      stream_handle stream = nullptr);
+
+  /// Scratch memory the plan uses while executing (its own and the `halo_after` exchange's).
+  [[nodiscard]] workspace_size workspace_bytes() const noexcept;
+  /// Hands the plan a caller-owned workspace (see `halo_plan::set_workspace`).
+  void set_workspace(workspace const& w);
+  /// The context the plan was built on.
+  [[nodiscard]] context const& get_context() const noexcept;
 
   /// The backend in use (the measured winner when `automatic` was requested).
   [[nodiscard]] backend selected_backend() const noexcept;

@@ -15,12 +15,16 @@ struct halo_plan::impl {
   std::unique_ptr<detail::plan_engine> engine;
   std::vector<void*> bufs; // slot pointers of the exchange in flight (sized at plan time)
 
-  void bind(std::vector<tensor_view> const& vs) {
-    HALOX_REQUIRE(vs.size() == descs.size(), errc::invalid_argument,
-                  std::to_string(vs.size()) + " buffers passed to a halo plan of " +
+  // Runs on every execution: no allocation (no vector of views, no message unless it throws).
+  void bind(tensor_view const* vs, std::size_t n) {
+    HALOX_REQUIRE(n == descs.size(), errc::invalid_argument,
+                  std::to_string(n) + " buffers passed to a halo plan of " +
                       std::to_string(descs.size()) + " tensors; pass one per planned tensor");
-    for (std::size_t i = 0; i < vs.size(); ++i) {
-      detail::check_view(vs[i], descs[i], "buffer " + std::to_string(i));
+    HALOX_REQUIRE(!engine->in_flight(), errc::invalid_state,
+                  "start called while an exchange of this plan is still in flight; call wait() "
+                  "first");
+    for (std::size_t i = 0; i < n; ++i) {
+      detail::check_view(vs[i], descs[i], "buffer", n == 1 ? -1 : static_cast<int>(i));
       bufs[i] = vs[i].data;
     }
   }
@@ -37,18 +41,33 @@ std::uint64_t options_hash(halo_options const& o) {
 }
 } // namespace
 
+namespace {
+std::vector<tensor_desc> const& nonempty(std::vector<tensor_desc> const& tensors) {
+  HALOX_REQUIRE(!tensors.empty(), errc::invalid_argument,
+                "a halo plan needs at least one tensor descriptor");
+  return tensors;
+}
+} // namespace
+
 halo_plan::halo_plan(tensor_desc const& t, halo_options const& options)
     : halo_plan(std::vector<tensor_desc>{t}, options) {}
 
 halo_plan::halo_plan(std::vector<tensor_desc> const& tensors, halo_options const& options)
+    : halo_plan(context::of(nonempty(tensors)[0].grid().comm()), tensors, options) {}
+
+halo_plan::halo_plan(context const& ctx, tensor_desc const& t, halo_options const& options)
+    : halo_plan(ctx, std::vector<tensor_desc>{t}, options) {}
+
+halo_plan::halo_plan(context const& ctx, std::vector<tensor_desc> const& tensors,
+                     halo_options const& options)
     : impl_(std::make_unique<impl>()) {
-  HALOX_REQUIRE(!tensors.empty(), errc::invalid_argument,
-                "a halo plan needs at least one tensor descriptor");
+  nonempty(tensors);
   MPI_Comm const comm = tensors[0].grid().comm();
   std::uint64_t key = options_hash(options);
   detail::collective_check(
       comm, "halo_plan",
       [&] {
+        detail::require_context_matches(ctx, comm, "halo_plan");
         for (std::size_t i = 1; i < tensors.size(); ++i) {
           int cmp = MPI_UNEQUAL;
           HALOX_MPI_CHECK(MPI_Comm_compare(comm, tensors[i].grid().comm(), &cmp));
@@ -78,7 +97,8 @@ halo_plan::halo_plan(std::vector<tensor_desc> const& tensors, halo_options const
   eo.memory = options.memory;
   eo.fill_value = options.fill_value;
   eo.tune = options.tune;
-  impl_->engine = std::make_unique<detail::plan_engine>(comm, std::move(sch), eo, key);
+  eo.external_workspace = options.external_workspace;
+  impl_->engine = std::make_unique<detail::plan_engine>(ctx, std::move(sch), eo, key);
 }
 
 halo_plan::~halo_plan() = default;
@@ -94,16 +114,19 @@ void halo_plan::execute(std::vector<tensor_view> const& vs, stream_handle stream
   wait(stream);
 }
 void halo_plan::start(tensor_view const& v, stream_handle stream) {
-  start(std::vector<tensor_view>{v}, stream);
+  impl_->bind(&v, 1);
+  impl_->engine->start(impl_->bufs.data(), false, detail::combine_op::replace, stream);
 }
 void halo_plan::start(std::vector<tensor_view> const& vs, stream_handle stream) {
-  impl_->bind(vs);
+  impl_->bind(vs.data(), vs.size());
   impl_->engine->start(impl_->bufs.data(), false, detail::combine_op::replace, stream);
 }
 void halo_plan::wait(stream_handle stream) { impl_->engine->wait(stream); }
 
 void halo_plan::execute_reverse(tensor_view const& v, reduce_op op, stream_handle stream) {
-  execute_reverse(std::vector<tensor_view>{v}, op, stream);
+  impl_->bind(&v, 1);
+  impl_->engine->start(impl_->bufs.data(), true, detail::to_combine(op), stream);
+  wait(stream);
 }
 void halo_plan::execute_reverse(std::vector<tensor_view> const& vs, reduce_op op,
                                 stream_handle stream) {
@@ -112,9 +135,15 @@ void halo_plan::execute_reverse(std::vector<tensor_view> const& vs, reduce_op op
 }
 void halo_plan::start_reverse(std::vector<tensor_view> const& vs, reduce_op op,
                               stream_handle stream) {
-  impl_->bind(vs);
+  impl_->bind(vs.data(), vs.size());
   impl_->engine->start(impl_->bufs.data(), true, detail::to_combine(op), stream);
 }
+
+workspace_size halo_plan::workspace_bytes() const noexcept {
+  return impl_->engine->workspace_bytes();
+}
+void halo_plan::set_workspace(workspace const& w) { impl_->engine->set_workspace(w); }
+context const& halo_plan::get_context() const noexcept { return impl_->engine->ctx(); }
 
 backend halo_plan::selected_backend() const noexcept { return impl_->engine->selected(); }
 int halo_plan::num_tensors() const noexcept { return static_cast<int>(impl_->descs.size()); }

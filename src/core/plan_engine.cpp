@@ -2,7 +2,9 @@
 
 #include <halox/error.hpp>
 
+#include <algorithm>
 #include <sstream>
+#include <utility>
 
 namespace halox::detail {
 
@@ -15,20 +17,95 @@ combine_op to_combine(reduce_op op) noexcept {
   return combine_op::sum;
 }
 
-plan_engine::plan_engine(MPI_Comm base, schedule forward, engine_options const& o,
+void require_context_matches(context const& ctx, MPI_Comm comm, char const* what) {
+  int cmp = MPI_UNEQUAL;
+  HALOX_MPI_CHECK(MPI_Comm_compare(ctx.comm(), comm, &cmp));
+  HALOX_REQUIRE(cmp == MPI_IDENT || cmp == MPI_CONGRUENT, errc::invalid_argument,
+                std::string(what) +
+                    ": the context was built on another group of processes (or another rank "
+                    "order) than the plan's communicator; build the context from the grid's "
+                    "communicator (or the redistribution's parent)");
+}
+
+namespace {
+
+// Every rank must hand the plan the same tag, which holds when all build the plans of a context
+// in the same order; a rank that did otherwise would exchange messages with the wrong plan.
+void agree_on_tag(MPI_Comm comm, int tag) {
+  int in[2] = {tag, -tag}, out[2] = {0, 0};
+  HALOX_MPI_CHECK(MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, comm));
+  HALOX_REQUIRE(out[0] == tag && out[1] == -tag, errc::inconsistent_ranks,
+                "plan " + std::to_string(tag) +
+                    " of its context on this rank is another plan number on other ranks: the "
+                    "ranks built the plans of one context in different orders; build them in "
+                    "the same order everywhere");
+}
+
+} // namespace
+
+plan_engine::plan_engine(context const& ctx, schedule forward, engine_options const& o,
                          std::uint64_t key)
-    : forward_(std::move(forward)) {
-  HALOX_MPI_CHECK(MPI_Comm_dup(base, comm_.out()));
-  cfg_.comm = comm_.get();
+    : ctx_(ctx), forward_(std::move(forward)), external_(o.external_workspace) {
+  cfg_.ctx = ctx_.shared_state();
+  cfg_.comm = ctx_.comm();
+  cfg_.tag = cfg_.ctx->next_tag();
   cfg_.memory = o.memory;
   cfg_.fill_value = o.fill_value;
+  agree_on_tag(cfg_.comm, cfg_.tag);
   selection sel = select_backend(o.method, forward_, cfg_, o.tune, key);
   selected_ = sel.chosen;
   report_ = std::move(sel.report);
   fwd_ = make_executor(selected_, forward_, cfg_);
+  // Built now, not on the first reverse exchange: building may be collective (a topology, an
+  // NCCL communicator), which must never happen inside start/wait.
+  rev_ = make_executor(selected_, forward_.reversed(), cfg_);
+  if (!external_) {
+    auto const ws = workspace_bytes();
+    own_.reserve(cfg_.ctx, {ws.host, ws.pinned_host, ws.device});
+    fwd_->bind_workspace(own_.bases());
+    rev_->bind_workspace(own_.bases());
+  }
 }
 
-plan_engine::~plan_engine() = default;
+plan_engine::~plan_engine() { (void)abandon(); }
+
+bool plan_engine::abandon() noexcept {
+  if (!active_) return true;
+  executor* e = std::exchange(active_, nullptr);
+  if (e->abandon()) return true;
+  own_.orphan();
+  return false;
+}
+
+workspace_size plan_engine::workspace_bytes() const noexcept {
+  auto const a = fwd_->workspace_needs(), b = rev_->workspace_needs();
+  return {std::max(a[0], b[0]), std::max(a[1], b[1]), std::max(a[2], b[2])};
+}
+
+void plan_engine::set_workspace(workspace const& w) {
+  HALOX_REQUIRE(active_ == nullptr, errc::invalid_state,
+                "set_workspace called while an exchange of this plan is in flight; call wait() "
+                "first");
+  auto const need = workspace_bytes();
+  auto check = [](void* p, std::size_t have, std::size_t want, char const* kind) {
+    if (want == 0) return;
+    HALOX_REQUIRE(p != nullptr && have >= want, errc::invalid_argument,
+                  std::string("the ") + kind + " workspace holds " + std::to_string(have) +
+                      " bytes at " + (p ? "a valid address" : "null") + " but the plan needs " +
+                      std::to_string(want) + "; pass at least workspace_bytes()." + kind);
+    HALOX_REQUIRE(reinterpret_cast<std::uintptr_t>(p) % 64 == 0, errc::invalid_argument,
+                  std::string("the ") + kind +
+                      " workspace is not 64-byte aligned; align it to 64 bytes");
+  };
+  check(w.host, w.host_bytes, need.host, "host");
+  check(w.pinned_host, w.pinned_host_bytes, need.pinned_host, "pinned_host");
+  check(w.device, w.device_bytes, need.device, "device");
+  workspace_bases const b = {static_cast<std::byte*>(w.host),
+                             static_cast<std::byte*>(w.pinned_host),
+                             static_cast<std::byte*>(w.device)};
+  fwd_->bind_workspace(b);
+  rev_->bind_workspace(b);
+}
 
 void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* stream) {
   HALOX_REQUIRE(mpi_alive(), errc::invalid_state,
@@ -37,12 +114,6 @@ void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* st
   HALOX_REQUIRE(active_ == nullptr, errc::invalid_state,
                 "start called while an exchange of this plan is still in flight; call wait() "
                 "first");
-  if (reverse && !rev_) {
-    // Built on first use: a plan that never runs backwards never pays for it. Every rank
-    // reaches this point in the same call, so collective set-up inside is safe.
-    exec_config c = cfg_;
-    rev_ = make_executor(selected_, forward_.reversed(), c);
-  }
   executor* e = reverse ? rev_.get() : fwd_.get();
   e->start(bufs, reverse ? op : combine_op::replace, stream);
   active_ = e;
@@ -60,10 +131,15 @@ std::string plan_engine::summary() const {
   std::ostringstream os;
   std::size_t regions = 0;
   for (auto const& m : forward_.sends) regions += m.regions.size();
+  auto const ws = workspace_bytes();
   os << "backend " << to_string(selected_) << " (" << report_ << "); " << forward_.sends.size()
      << " send peer(s), " << forward_.recvs.size() << " receive peer(s), " << forward_.send_bytes()
      << " B out / " << forward_.recv_bytes() << " B in per exchange, " << regions
-     << " send region(s), " << forward_.copies.size() << " local copy(ies)";
+     << " send region(s), " << forward_.copies.size() << " local copy(ies); message tag "
+     << cfg_.tag << "; workspace " << ws.host << " B host";
+  if (ws.pinned_host) os << " + " << ws.pinned_host << " B pinned";
+  if (ws.device) os << " + " << ws.device << " B device";
+  os << (external_ ? " (caller's)" : " (from the context)");
   return os.str();
 }
 

@@ -1,11 +1,12 @@
 #pragma once
-// What every plan shares: a private communicator, the forward schedule, the executors for both
-// directions, the backend selection and the start/wait state machine.
+// What every plan shares: its context and message tag, the forward schedule, the executors for
+// both directions (built at plan time), the workspace, the backend selection and the start/wait
+// state machine.
 
 #include "exec/executor.hpp"
 #include "tune/select.hpp"
 
-#include <halox/detail/mpi_handle.hpp>
+#include <halox/context.hpp>
 #include <halox/halo.hpp>
 
 #include <memory>
@@ -19,39 +20,62 @@ struct engine_options {
   memory_space memory = memory_space::host;
   double fill_value = 0.0;
   tune_options tune;
+  bool external_workspace = false; ///< the caller binds the workspace with set_workspace
 };
 
 class plan_engine {
 public:
-  /// Collective over `base`: duplicates it, selects the backend and builds the forward executor.
-  /// `key` is the geometry hash used by the plan cache.
-  plan_engine(MPI_Comm base, schedule forward, engine_options const& o, std::uint64_t key);
+  /// Collective over `ctx`'s communicator: takes the plan's message tag, selects the backend
+  /// and builds the forward and reverse executors and (unless external) the workspace. `key`
+  /// is the geometry hash used by the plan cache.
+  plan_engine(context const& ctx, schedule forward, engine_options const& o, std::uint64_t key);
+  /// Abandons an exchange still in flight (see executor::abandon) before releasing anything.
   ~plan_engine();
+  plan_engine(plan_engine const&) = delete;
+  plan_engine& operator=(plan_engine const&) = delete;
 
   /// Begins an exchange (forward, or reverse combining with `op`).
   void start(void* const* bufs, bool reverse, combine_op op, void* stream);
   /// Completes the exchange in flight.
   void wait(void* stream);
+  /// Abandons the exchange in flight, if any (see executor::abandon); returns false when its
+  /// messages could be neither completed nor cancelled (the engine's own workspace is then kept
+  /// for the rest of the process; a caller's must be too).
+  [[nodiscard]] bool abandon() noexcept;
+  /// True between start and the end of wait.
+  [[nodiscard]] bool in_flight() const noexcept { return active_ != nullptr; }
+
+  /// Workspace the executors need (the larger of both directions, per kind).
+  [[nodiscard]] workspace_size workspace_bytes() const noexcept;
+  /// Binds a caller workspace (checked against workspace_bytes); not while in flight.
+  void set_workspace(workspace const& w);
 
   [[nodiscard]] backend selected() const noexcept { return selected_; }
   [[nodiscard]] schedule const& forward() const noexcept { return forward_; }
-  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_.get(); }
+  [[nodiscard]] context const& ctx() const noexcept { return ctx_; }
+  [[nodiscard]] int tag() const noexcept { return cfg_.tag; }
   [[nodiscard]] memory_space memory() const noexcept { return cfg_.memory; }
   [[nodiscard]] std::string const& selection_report() const noexcept { return report_; }
-  /// Peers, bytes, regions, backend.
+  /// Peers, bytes, regions, backend, workspace.
   [[nodiscard]] std::string summary() const;
 
 private:
-  unique_comm comm_;
+  context ctx_;
   schedule forward_;
   exec_config cfg_;
   backend selected_ = backend::mpi_pack;
   std::string report_;
+  bool external_ = false;
+  workspace_memory own_; // before the executors: they are destroyed first
   std::unique_ptr<executor> fwd_, rev_;
   executor* active_ = nullptr;
 };
 
 /// Converts the public reduction to the internal combine op.
 [[nodiscard]] combine_op to_combine(reduce_op op) noexcept;
+
+/// Throws unless `ctx` holds the same processes in the same order as `comm` (collective
+/// validation helper; call inside collective_check).
+void require_context_matches(context const& ctx, MPI_Comm comm, char const* what);
 
 } // namespace halox::detail

@@ -120,6 +120,7 @@ struct redistribute_plan::impl {
   std::optional<tensor_desc> src, dst; // this process's descriptors (members only)
   side_info src_side, dst_side;        // both sides, known on every process
   int parent_rank = 0;
+  detail::workspace_memory own; // the workspace when not the caller's (outlives the engine)
   std::unique_ptr<detail::plan_engine> engine;
   std::optional<halo_plan> halo; // destination members, with halo_after
   // No process sends a message and the buffers are on the host: every process runs its local
@@ -128,21 +129,29 @@ struct redistribute_plan::impl {
   bool local_only = false;
   bool identity = false; // the local copy maps every cell onto the same offset
   detail::schedule inverse_copies;
-  std::vector<std::byte> scratch;
+  std::size_t scratch_bytes = 0; // local-only copies' scratch (host workspace after the engine's)
+  std::byte* scratch = nullptr;
   void* bufs[2] = {nullptr, nullptr};
   enum class phase { idle, forward, inverse } in_flight = phase::idle;
   bool skip = false;
   tensor_view pending_dst;
 
-  void build(MPI_Comm parent, tensor_desc const* s, tensor_desc const* d,
+  ~impl() {
+    // An exchange abandoned in flight whose messages could not be cancelled keeps its memory.
+    if (engine && !engine->abandon()) own.orphan();
+  }
+  void build(context const& ctx, MPI_Comm parent, tensor_desc const* s, tensor_desc const* d,
              redistribute_options const& o, bool same_processes);
+  workspace_size workspace_bytes() const noexcept;
+  void set_workspace(workspace const& w);
   void bind(tensor_view const& s, tensor_view const& d);
   void begin(tensor_view const& s, tensor_view const& d, bool inverse, stream_handle stream);
   void finish(stream_handle stream);
 };
 
-void redistribute_plan::impl::build(MPI_Comm parent, tensor_desc const* s, tensor_desc const* d,
-                                    redistribute_options const& o, bool same_processes) {
+void redistribute_plan::impl::build(context const& ctx, MPI_Comm parent, tensor_desc const* s,
+                                    tensor_desc const* d, redistribute_options const& o,
+                                    bool same_processes) {
   HALOX_REQUIRE(parent != MPI_COMM_NULL, errc::invalid_argument,
                 "the parent communicator is MPI_COMM_NULL; pass a communicator that contains "
                 "every process of both grids");
@@ -151,6 +160,7 @@ void redistribute_plan::impl::build(MPI_Comm parent, tensor_desc const* s, tenso
   detail::collective_check(
       parent, "redistribute_plan",
       [&] {
+        detail::require_context_matches(ctx, parent, "redistribute_plan");
         auto available = [&](backend b) {
           HALOX_REQUIRE(b == backend::automatic || detail::backend_available(b, o.memory),
                         errc::unsupported,
@@ -204,7 +214,7 @@ void redistribute_plan::impl::build(MPI_Comm parent, tensor_desc const* s, tenso
   for (auto const& c : sch.copies) identity = identity && c.src.b == c.dst.b;
   if (local_only) {
     inverse_copies = sch.reversed();
-    scratch.resize(detail::max_copy_bytes(sch));
+    scratch_bytes = detail::max_copy_bytes(sch);
   }
 
   std::uint64_t key = mix(options_hash(o), mix(src_side.dist->hash(), dst_side.dist->hash()));
@@ -214,20 +224,78 @@ void redistribute_plan::impl::build(MPI_Comm parent, tensor_desc const* s, tenso
   eo.method = o.method;
   eo.memory = o.memory;
   eo.tune = o.tune;
-  engine = std::make_unique<detail::plan_engine>(parent, std::move(sch), eo, key);
+  eo.external_workspace = true; // this plan lays out and binds the whole workspace itself
+  engine = std::make_unique<detail::plan_engine>(ctx, std::move(sch), eo, key);
   // Collective over the destination grid only: every member is here (checked above).
-  if (o.halo_after && d) halo.emplace(*d, o.halo);
+  if (o.halo_after && d) {
+    halo_options ho = o.halo;
+    ho.external_workspace = true;
+    halo.emplace(*d, ho);
+  }
+  if (!o.external_workspace) {
+    auto const ws = workspace_bytes();
+    own.reserve(ctx.shared_state(), {ws.host, ws.pinned_host, ws.device});
+    auto const b = own.bases();
+    set_workspace({b[0], ws.host, b[1], ws.pinned_host, b[2], ws.device});
+  }
+}
+
+namespace {
+std::size_t up64(std::size_t n) { return (n + 63) / 64 * 64; }
+std::byte* at(void* base, std::size_t off) {
+  return base ? static_cast<std::byte*>(base) + off : nullptr;
+}
+} // namespace
+
+// Layout per kind: [engine | local-only scratch (host) | halo_after exchange].
+workspace_size redistribute_plan::impl::workspace_bytes() const noexcept {
+  workspace_size w = engine->workspace_bytes();
+  w.host = up64(w.host) + up64(scratch_bytes);
+  w.pinned_host = up64(w.pinned_host);
+  w.device = up64(w.device);
+  if (halo) {
+    auto const h = halo->workspace_bytes();
+    w.host += h.host;
+    w.pinned_host += h.pinned_host;
+    w.device += h.device;
+  }
+  return w;
+}
+
+void redistribute_plan::impl::set_workspace(workspace const& w) {
+  HALOX_REQUIRE(in_flight == phase::idle, errc::invalid_state,
+                "set_workspace called while a redistribution of this plan is in flight; call "
+                "wait() first");
+  auto const need = workspace_bytes();
+  HALOX_REQUIRE(w.host_bytes >= need.host && w.pinned_host_bytes >= need.pinned_host &&
+                    w.device_bytes >= need.device,
+                errc::invalid_argument,
+                "the workspace holds " + std::to_string(w.host_bytes) + " B host / " +
+                    std::to_string(w.pinned_host_bytes) + " B pinned / " +
+                    std::to_string(w.device_bytes) + " B device but the plan needs " +
+                    std::to_string(need.host) + " / " + std::to_string(need.pinned_host) + " / " +
+                    std::to_string(need.device) + "; pass at least workspace_bytes()");
+  auto const e = engine->workspace_bytes();
+  engine->set_workspace({w.host, e.host, w.pinned_host, e.pinned_host, w.device, e.device});
+  std::size_t const host_off = up64(e.host);
+  scratch = at(w.host, host_off);
+  if (halo) {
+    auto const h = halo->workspace_bytes();
+    std::size_t const ho = host_off + up64(scratch_bytes);
+    halo->set_workspace({at(w.host, ho), h.host, at(w.pinned_host, up64(e.pinned_host)),
+                         h.pinned_host, at(w.device, up64(e.device)), h.device});
+  }
 }
 
 void redistribute_plan::impl::bind(tensor_view const& s, tensor_view const& d) {
   bufs[0] = bufs[1] = nullptr;
   skip = false;
   if (src) {
-    detail::check_view(s, *src, "source buffer");
+    detail::check_view(s, *src, "source buffer", -1);
     bufs[0] = s.data;
   }
   if (dst) {
-    detail::check_view(d, *dst, "destination buffer");
+    detail::check_view(d, *dst, "destination buffer", -1);
     bufs[1] = d.data;
   }
   if (!src || !dst) return;
@@ -264,20 +332,33 @@ void redistribute_plan::impl::finish(stream_handle stream) {
     engine->wait(stream);
   else if (!skip)
     detail::run_local_copies(forward ? engine->forward() : inverse_copies, bufs,
-                             detail::combine_op::replace, scratch.data());
+                             detail::combine_op::replace, scratch);
   if (forward && halo) halo->execute(pending_dst, stream);
 }
 
 redistribute_plan::redistribute_plan(tensor_desc const& src, tensor_desc const& dst,
                                      redistribute_options const& options)
-    : impl_(std::make_unique<impl>()) {
-  impl_->build(src.grid().comm(), &src, &dst, options, true);
-}
+    : redistribute_plan(context::of(src.grid().comm()), src, dst, options) {}
 
 redistribute_plan::redistribute_plan(MPI_Comm parent, tensor_desc const* src,
                                      tensor_desc const* dst, redistribute_options const& options)
     : impl_(std::make_unique<impl>()) {
-  impl_->build(parent, src, dst, options, false);
+  HALOX_REQUIRE(parent != MPI_COMM_NULL, errc::invalid_argument,
+                "the parent communicator is MPI_COMM_NULL; pass a communicator that contains "
+                "every process of both grids");
+  impl_->build(context::of(parent), parent, src, dst, options, false);
+}
+
+redistribute_plan::redistribute_plan(context const& ctx, tensor_desc const& src,
+                                     tensor_desc const& dst, redistribute_options const& options)
+    : impl_(std::make_unique<impl>()) {
+  impl_->build(ctx, src.grid().comm(), &src, &dst, options, true);
+}
+
+redistribute_plan::redistribute_plan(context const& ctx, tensor_desc const* src,
+                                     tensor_desc const* dst, redistribute_options const& options)
+    : impl_(std::make_unique<impl>()) {
+  impl_->build(ctx, ctx.comm(), src, dst, options, false);
 }
 
 redistribute_plan::~redistribute_plan() = default;
@@ -307,6 +388,12 @@ void redistribute_plan::start_inverse(tensor_view const& dst, tensor_view const&
                                       stream_handle stream) {
   impl_->begin(src, dst, true, stream);
 }
+
+workspace_size redistribute_plan::workspace_bytes() const noexcept {
+  return impl_->workspace_bytes();
+}
+void redistribute_plan::set_workspace(workspace const& w) { impl_->set_workspace(w); }
+context const& redistribute_plan::get_context() const noexcept { return impl_->engine->ctx(); }
 
 backend redistribute_plan::selected_backend() const noexcept { return impl_->engine->selected(); }
 std::size_t redistribute_plan::bytes_sent() const noexcept {

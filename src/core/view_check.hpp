@@ -28,4 +28,18 @@ inline void check_view(tensor_view const& v, tensor_desc const& expected, std::s
                 what + " is a null pointer but this rank holds " + std::to_string(need) + " bytes");
 }
 
+/// Like the above, for argument `index` of a list (`index` < 0: a single argument called
+/// `what`); builds no string unless the view is rejected, so it may run on every execution.
+inline void check_view(tensor_view const& v, tensor_desc const& expected, char const* what,
+                       int index) {
+  bool const ok =
+      v.desc != nullptr &&
+      (v.desc == &expected ||
+       (v.desc->dist() == expected.dist() && v.desc->strides() == expected.strides())) &&
+      v.bytes >= expected.local_bytes() && (expected.local_bytes() == 0 || v.data != nullptr);
+  if (!ok)
+    check_view(v, expected,
+               index < 0 ? std::string(what) : std::string(what) + " " + std::to_string(index));
+}
+
 } // namespace halox::detail

@@ -1,49 +1,159 @@
 #pragma once
 // The internal backend interface: an executor moves one schedule's data, at whole-plan
 // granularity. It knows nothing about halos or distributions.
+//
+// Every executor follows one skeleton: `start` records the buffers and calls `post` (pack and
+// post the messages); `wait` calls `complete` (finish the messages, unpack, local copies,
+// fills). Scratch memory is never allocated by an executor: it reserves areas of the plan's
+// workspace at construction and finds them at `bind_workspace`'s addresses while executing.
 
 #include "exec/combine.hpp"
+#include "exec/context_state.hpp"
 #include "plan/schedule.hpp"
 
 #include <halox/backend.hpp>
 
 #include <mpi.h>
 
+#include <array>
+#include <cstddef>
 #include <memory>
+#include <vector>
 
 namespace halox::detail {
 
 /// What every executor is built from.
 struct exec_config {
-  MPI_Comm comm = MPI_COMM_NULL; ///< the plan's private communicator
+  std::shared_ptr<context_state> ctx; ///< the plan's context (communicator, allocator, NCCL)
+  MPI_Comm comm = MPI_COMM_NULL;      ///< the communicator messages travel on (ctx->comm)
+  int tag = 0;                        ///< the plan's message tag on it
   memory_space memory = memory_space::host;
   double fill_value = 0.0; ///< value for the schedule's fill regions
 };
 
-/// Runs one schedule. Resources (buffers, requests, datatypes, topologies, streams) are created
-/// in the constructor, so `start`/`wait` allocate nothing.
+/// Offsets of the areas an executor reserved in a workspace, per kind of memory.
+class workspace_layout {
+public:
+  /// Reserves `bytes` of `kind` (64-byte aligned) and returns its offset.
+  std::size_t reserve(memory_kind kind, std::size_t bytes) {
+    auto& end = end_[static_cast<int>(kind)];
+    std::size_t const at = end;
+    end += (bytes + 63) / 64 * 64;
+    return at;
+  }
+  /// Bytes of `kind` the reservations need.
+  [[nodiscard]] std::size_t bytes(memory_kind kind) const noexcept {
+    return end_[static_cast<int>(kind)];
+  }
+
+private:
+  std::array<std::size_t, 3> end_{};
+};
+
+/// Base addresses of a bound workspace, per kind of memory.
+using workspace_bases = std::array<std::byte*, 3>;
+
+/// Memory behind a workspace, drawn from a context (plan-owned workspace, tuning trials).
+class workspace_memory {
+public:
+  /// Allocates (at least) `bytes[k]` of each kind from `ctx`, keeping blocks already big enough.
+  void reserve(std::shared_ptr<context_state> const& ctx, std::array<std::size_t, 3> const& bytes);
+  /// Base addresses to bind.
+  [[nodiscard]] workspace_bases bases() const noexcept;
+  /// Keeps the memory for the rest of the process (see memory_block::orphan).
+  void orphan() noexcept;
+
+private:
+  std::array<memory_block, 3> blocks_;
+};
+
+/// Runs one schedule. Resources (requests, datatypes, topologies, events) are created in the
+/// constructor, so `start`/`wait` allocate nothing.
 class executor {
 public:
-  executor(schedule s, exec_config const& cfg) : sched_(std::move(s)), cfg_(cfg) {}
+  executor(schedule s, exec_config cfg) : sched_(std::move(s)), cfg_(std::move(cfg)) {}
   virtual ~executor() = default;
   executor(executor const&) = delete;
   executor& operator=(executor const&) = delete;
 
   /// Begins the exchange on the slot buffers `bufs` (valid until `wait` returns); received
   /// values are combined with `op`. `stream` is a cudaStream_t for device backends (ignored on
-  /// the host).
-  virtual void start(void* const* bufs, combine_op op, void* stream) = 0;
+  /// the host). The workspace must be bound.
+  void start(void* const* bufs, combine_op op, void* stream);
   /// Completes it: after return (host) or after the stream reaches this point (device), every
   /// received region, local copy and fill is in place.
-  virtual void wait(void* stream) = 0;
+  void wait(void* stream);
+  /// For an exchange that will never be waited for (its plan is destroyed, or an exception
+  /// unwinds past it): gives the messages a grace period to complete, then cancels what is
+  /// still pending. Returns false when a request could be neither completed nor cancelled;
+  /// the workspace must then stay allocated (MPI may still access it).
+  [[nodiscard]] bool abandon() noexcept;
+  /// True between `start` and the end of `wait`.
+  [[nodiscard]] bool in_flight() const noexcept { return in_flight_; }
+
+  /// Workspace bytes per kind of memory this executor needs.
+  [[nodiscard]] std::size_t workspace_bytes(memory_kind k) const noexcept {
+    return layout_.bytes(k);
+  }
+  /// All three kinds, indexed by memory_kind.
+  [[nodiscard]] std::array<std::size_t, 3> workspace_needs() const noexcept {
+    return {layout_.bytes(memory_kind::host), layout_.bytes(memory_kind::pinned_host),
+            layout_.bytes(memory_kind::device)};
+  }
+  /// Makes the executor use the workspace at `bases` (each at least `workspace_bytes` of its
+  /// kind). Cheap when the addresses did not change.
+  void bind_workspace(workspace_bases const& bases);
+
   /// The backend this executor implements.
   [[nodiscard]] virtual backend kind() const noexcept = 0;
   /// The schedule it runs.
   [[nodiscard]] schedule const& sched() const noexcept { return sched_; }
 
 protected:
+  /// Packs and posts the messages of the exchange on `bufs_` with `op_`.
+  virtual void post(void* stream) = 0;
+  /// Completes the messages and every unpack, local copy and fill.
+  virtual void complete(void* stream) = 0;
+  /// Called when the workspace moved (persistent requests are rebuilt here).
+  virtual void on_bind() {}
+  /// True when the requests are of a nonblocking collective (they cannot be cancelled).
+  [[nodiscard]] virtual bool collective_requests() const noexcept { return false; }
+
+  /// Reserves a workspace area at construction; returns its offset.
+  std::size_t reserve(memory_kind k, std::size_t bytes) { return layout_.reserve(k, bytes); }
+  /// Address of a reserved area of the bound workspace.
+  [[nodiscard]] std::byte* ws(memory_kind k, std::size_t offset) const noexcept {
+    return ws_[static_cast<int>(k)] + offset;
+  }
+
   schedule sched_;
   exec_config cfg_;
+  /// The requests of the exchange in flight (receives first, then sends, by convention), so
+  /// that `abandon` can find them; MPI_REQUEST_NULL when inactive.
+  std::vector<MPI_Request> reqs_;
+  void* const* bufs_ = nullptr;
+  combine_op op_ = combine_op::replace;
+
+private:
+  workspace_layout layout_;
+  workspace_bases ws_{};
+  bool bound_ = false;
+  bool in_flight_ = false;
+};
+
+/// An executor on host memory: local copies through a host scratch area and fills run in
+/// `complete` around the backend's `receive`, while messages are in flight.
+class host_executor : public executor {
+public:
+  host_executor(schedule s, exec_config cfg);
+
+protected:
+  void complete(void* stream) final;
+  /// Completes the messages and unpacks the received ones.
+  virtual void receive() = 0;
+
+private:
+  std::size_t scratch_ = 0;
 };
 
 /// Builds the executor for `b` (not `automatic`); throws `halox::error` (unsupported) when the
@@ -53,5 +163,9 @@ protected:
 
 /// True when `b` can run on buffers in `mem` in this build.
 [[nodiscard]] bool backend_available(backend b, memory_space mem) noexcept;
+
+/// `n` as an MPI `int` count; throws `halox::error` (unsupported) naming `what` when it does not
+/// fit, since the non-`_c` MPI calls cannot express it.
+int mpi_int_count(std::size_t n, char const* what);
 
 } // namespace halox::detail

@@ -131,7 +131,7 @@ box_gather::box_gather(tensor_desc const& src, std::vector<std::vector<range1>> 
   halox::detail::engine_options eo;
   eo.method = method;
   eo.tune = tune;
-  engine_ = std::make_unique<halox::detail::plan_engine>(src.grid().comm(), std::move(sch), eo,
+  engine_ = std::make_unique<halox::detail::plan_engine>(context::of(src.grid().comm()), std::move(sch), eo,
                                                          geometry_key(dist, need));
 }
 

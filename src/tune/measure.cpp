@@ -181,7 +181,7 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
   // leaving the others waiting in a collective.
   std::unique_ptr<scratch_buffers> buf;
   try {
-    buf = std::make_unique<scratch_buffers>(s, cfg.memory);
+    buf = std::make_unique<scratch_buffers>(s, cfg.memory, cfg.ctx);
   } catch (std::exception const&) {
     buf.reset();
   }
@@ -205,9 +205,12 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
       continue;
     }
     std::unique_ptr<executor> e;
+    workspace_memory ws; // after e's declaration: released after it
     if (buf) {
       try {
         e = make_executor(b, s, cfg);
+        ws.reserve(cfg.ctx, e->workspace_needs());
+        e->bind_workspace(ws.bases());
       } catch (std::exception const&) {
         e.reset();
       }

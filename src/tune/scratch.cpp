@@ -3,6 +3,8 @@
 #include <halox/config.hpp>
 #include <halox/error.hpp>
 
+#include <cstring>
+
 #if HALOX_HAS_CUDA
 #include <halox/detail/cuda_handle.hpp>
 #endif
@@ -21,17 +23,20 @@ std::size_t slot_bytes(slot_layout const& l) {
 
 #if HALOX_HAS_CUDA
 struct scratch_buffers::device_state {
-  std::vector<unique_device_memory> memory;
   unique_stream stream;
 };
 #else
 struct scratch_buffers::device_state {};
 #endif
 
-scratch_buffers::scratch_buffers(schedule const& s, memory_space mem) {
+scratch_buffers::scratch_buffers(schedule const& s, memory_space mem,
+                                 std::shared_ptr<context_state> const& ctx) {
   if (mem == memory_space::host) {
-    for (auto const& l : s.slots) host_.emplace_back(slot_bytes(l));
-    for (auto& h : host_) ptrs_.push_back(h.data());
+    for (auto const& l : s.slots) {
+      blocks_.emplace_back(ctx, slot_bytes(l), memory_kind::host);
+      std::memset(blocks_.back().data(), 0, blocks_.back().size());
+      ptrs_.push_back(blocks_.back().data());
+    }
     return;
   }
 #if HALOX_HAS_CUDA
@@ -39,9 +44,9 @@ scratch_buffers::scratch_buffers(schedule const& s, memory_space mem) {
   HALOX_CUDA_CHECK(cudaStreamCreateWithFlags(device_->stream.out(), cudaStreamNonBlocking));
   for (auto const& l : s.slots) {
     std::size_t const n = slot_bytes(l);
-    device_->memory.push_back(make_device_memory(n));
-    HALOX_CUDA_CHECK(cudaMemsetAsync(device_->memory.back().get(), 0, n, device_->stream.get()));
-    ptrs_.push_back(device_->memory.back().get());
+    blocks_.emplace_back(ctx, n, memory_kind::device);
+    HALOX_CUDA_CHECK(cudaMemsetAsync(blocks_.back().data(), 0, n, device_->stream.get()));
+    ptrs_.push_back(blocks_.back().data());
   }
   HALOX_CUDA_CHECK(cudaStreamSynchronize(device_->stream.get()));
 #else

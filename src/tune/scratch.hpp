@@ -2,6 +2,7 @@
 // Scratch buffers with a plan's real slot layouts, on which candidates are timed, so that
 // selection never touches the caller's data (there is none at plan time anyway).
 
+#include "exec/context_state.hpp"
 #include "plan/schedule.hpp"
 
 #include <halox/backend.hpp>
@@ -13,11 +14,12 @@
 
 namespace halox::detail {
 
-/// One buffer per slot of `slots[i].elements * elem_size` bytes, allocated once, zeroed, in
-/// host memory or (CUDA builds) device memory, plus a stream for device candidates.
+/// One buffer per slot of `slots[i].elements * elem_size` bytes, allocated once from the plan's
+/// context, zeroed, in host memory or (CUDA builds) device memory, plus a stream for device
+/// candidates.
 class scratch_buffers {
 public:
-  scratch_buffers(schedule const& s, memory_space mem);
+  scratch_buffers(schedule const& s, memory_space mem, std::shared_ptr<context_state> const& ctx);
   ~scratch_buffers();
   scratch_buffers(scratch_buffers const&) = delete;
   scratch_buffers& operator=(scratch_buffers const&) = delete;
@@ -32,7 +34,7 @@ public:
 
 private:
   struct device_state;
-  std::vector<std::vector<std::byte>> host_;
+  std::vector<memory_block> blocks_;
   std::unique_ptr<device_state> device_;
   std::vector<void*> ptrs_;
 };

@@ -17,6 +17,5 @@ make_mpi_device_executor(schedule const& s, exec_config const& cfg, bool staged)
 /// not accept device pointers (backend `b` would crash in it).
 void require_cuda_aware_mpi(MPI_Comm comm, backend b);
 /// Checks that `bytes` fits MPI's int count.
-[[nodiscard]] int mpi_count(std::size_t bytes);
 
 } // namespace halox::detail

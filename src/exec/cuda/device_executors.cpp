@@ -6,7 +6,6 @@
 #include <halox/config.hpp>
 #include <halox/error.hpp>
 
-#include <climits>
 #include <string>
 
 #if HALOX_HAS_NCCL
@@ -14,13 +13,6 @@
 #endif
 
 namespace halox::detail {
-
-int mpi_count(std::size_t bytes) {
-  HALOX_REQUIRE(bytes <= static_cast<std::size_t>(INT_MAX), errc::unsupported,
-                "a message of " + std::to_string(bytes) +
-                    " bytes exceeds MPI's int count; split the tensor over more ranks");
-  return static_cast<int>(bytes);
-}
 
 void require_cuda_aware_mpi(MPI_Comm comm, backend b) {
   int size = 1;

@@ -8,7 +8,8 @@
 
 namespace halox::detail {
 
-device_pack::device_pack(schedule const& s, device_pack_options const& o)
+device_pack::device_pack(schedule const& s, device_pack_options const& o,
+                         std::shared_ptr<context_state> const& ctx)
     : layout_(gpu::make_stream_layout(s)), pack_(gpu::make_pack_batch(s, layout_, o.pack_sends)),
       unpack_(gpu::make_unpack_batch(s, layout_, o.unpack_recvs, true, o.fill_value)) {
   if (o.local_variant)
@@ -18,8 +19,8 @@ device_pack::device_pack(schedule const& s, device_pack_options const& o)
   std::size_t const n[3] = {pack_.regions.size(), unpack_.regions.size(),
                             unpack_local_.regions.size()};
   std::size_t const total = n[0] + n[1] + n[2];
-  descs_ = make_device_memory(total * sizeof(gpu::region_desc));
-  auto* d = static_cast<gpu::region_desc*>(descs_.get());
+  if (total > 0) descs_ = memory_block(ctx, total * sizeof(gpu::region_desc), memory_kind::device);
+  auto* d = reinterpret_cast<gpu::region_desc*>(descs_.data());
   gpu::desc_batch const* batches[3] = {&pack_, &unpack_, &unpack_local_};
   gpu::region_desc const** where[3] = {&pack_descs_, &unpack_descs_, &unpack_local_descs_};
   for (int k = 0; k < 3; ++k) {
@@ -29,8 +30,6 @@ device_pack::device_pack(schedule const& s, device_pack_options const& o)
     *where[k] = d;
     d += n[k];
   }
-  stream_ = make_device_memory(static_cast<std::size_t>(layout_.total));
-  args_.stream = stream();
 }
 
 void device_pack::bind(void* const* bufs) {

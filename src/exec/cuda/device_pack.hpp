@@ -3,6 +3,7 @@
 // packed-stream buffer, and the stream-ordered pack/unpack launches.
 
 #include "exec/combine.hpp"
+#include "exec/context_state.hpp"
 #include "exec/cuda/pack_batch.hpp"
 #include "plan/schedule.hpp"
 
@@ -23,9 +24,20 @@ struct device_pack_options {
 /// Packs and unpacks one schedule on the device. Local copies and fills always go through it.
 class device_pack {
 public:
-  /// Builds the batches, allocates the stream buffer and uploads the descriptors (on the
-  /// current device; synchronous, plan time only).
-  device_pack(schedule const& s, device_pack_options const& o);
+  /// Builds the batches and uploads the descriptors into memory from `ctx` (on the current
+  /// device; synchronous, plan time only). The stream buffer is workspace: see `set_stream`.
+  device_pack(schedule const& s, device_pack_options const& o,
+              std::shared_ptr<context_state> const& ctx);
+
+  /// Device bytes of the packed stream (the workspace area `set_stream` points to).
+  [[nodiscard]] std::size_t stream_bytes() const noexcept {
+    return static_cast<std::size_t>(layout_.total);
+  }
+  /// Uses `p` (at least `stream_bytes()` of device memory, 16-byte aligned) as the stream.
+  void set_stream(unsigned char* p) noexcept {
+    stream_ = p;
+    args_.stream = p;
+  }
 
   /// Enqueues on `st` the pack of the send regions and local-copy sources of `bufs`.
   void pack(void* const* bufs, cudaStream_t st);
@@ -35,9 +47,7 @@ public:
   void unpack(void* const* bufs, combine_op op, cudaStream_t st, bool with_recvs = true);
 
   /// Device base of the packed stream (null when the schedule moves nothing).
-  [[nodiscard]] unsigned char* stream() const noexcept {
-    return static_cast<unsigned char*>(stream_.get());
-  }
+  [[nodiscard]] unsigned char* stream() const noexcept { return stream_; }
   /// Where each message lives in the stream.
   [[nodiscard]] gpu::stream_layout const& layout() const noexcept { return layout_; }
   /// The unpack batch (host copy): its launches are the conflict levels, its `source` the
@@ -51,7 +61,8 @@ private:
   std::vector<std::size_t> elem_size_;
   gpu::stream_layout layout_;
   gpu::desc_batch pack_, unpack_, unpack_local_;
-  unique_device_memory descs_, stream_;
+  memory_block descs_;
+  unsigned char* stream_ = nullptr;
   gpu::region_desc const* pack_descs_ = nullptr;
   gpu::region_desc const* unpack_descs_ = nullptr;
   gpu::region_desc const* unpack_local_descs_ = nullptr;

@@ -6,6 +6,8 @@
 // the sends. wait: complete the receives; staged: enqueue the copy of the receive area to the
 // device; enqueue the unpack; complete the sends. The host never waits for the unpack: later
 // work on the stream is ordered after it.
+//
+// The packed stream is device workspace; staged_mpi's host copy of it is pinned workspace.
 
 #include "exec/cuda/device_backends.hpp"
 #include "exec/cuda/device_pack.hpp"
@@ -22,45 +24,54 @@ namespace {
 class mpi_device_executor final : public executor {
 public:
   mpi_device_executor(schedule s, exec_config const& cfg, bool staged)
-      : executor(std::move(s), cfg), staged_(staged), pack_(sched_, {true, true, cfg.fill_value}),
-        packed_(make_sync_event()) {
+      : executor(std::move(s), cfg), staged_(staged),
+        pack_(sched_, {true, true, cfg.fill_value}, cfg_.ctx), packed_(make_sync_event()) {
     if (!staged_) require_cuda_aware_mpi(cfg_.comm, kind());
     auto const& l = pack_.layout();
-    if (staged_) host_ = make_pinned(static_cast<std::size_t>(l.recv_lo + l.recv_bytes));
+    for (auto const& m : sched_.recvs) rcount_.push_back(mpi_int_count(m.bytes, "a message"));
+    for (auto const& m : sched_.sends) scount_.push_back(mpi_int_count(m.bytes, "a message"));
+    stream_area_ = reserve(memory_kind::device, pack_.stream_bytes());
+    if (staged_)
+      host_area_ =
+          reserve(memory_kind::pinned_host, static_cast<std::size_t>(l.recv_lo + l.recv_bytes));
     reqs_.assign(sched_.recvs.size() + sched_.sends.size(), MPI_REQUEST_NULL);
   }
 
-  void start(void* const* bufs, combine_op op, void* stream) override {
+  [[nodiscard]] backend kind() const noexcept override {
+    return staged_ ? backend::staged_mpi : backend::cuda_aware_mpi;
+  }
+
+protected:
+  void on_bind() override {
+    pack_.set_stream(reinterpret_cast<unsigned char*>(ws(memory_kind::device, stream_area_)));
+  }
+
+  void post(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
-    bufs_ = bufs;
-    op_ = op;
     auto const& l = pack_.layout();
-    unsigned char* base = staged_ ? static_cast<unsigned char*>(host_.get()) : pack_.stream();
+    unsigned char* host = host_base();
+    unsigned char* base = staged_ ? host : pack_.stream();
     std::size_t const nr = sched_.recvs.size();
     order_.after_previous_unpack(st, nr > 0); // the landing area is free again
-    for (std::size_t i = 0; i < nr; ++i) {
-      auto const& m = sched_.recvs[i];
-      HALOX_MPI_CHECK(MPI_Irecv(base + l.recv_offset[i], mpi_count(m.bytes), MPI_BYTE, m.peer, 0,
-                                cfg_.comm, &reqs_[i]));
-    }
-    pack_.pack(bufs, st);
+    for (std::size_t i = 0; i < nr; ++i)
+      HALOX_MPI_CHECK(MPI_Irecv(base + l.recv_offset[i], rcount_[i], MPI_BYTE, sched_.recvs[i].peer,
+                                cfg_.tag, cfg_.comm, &reqs_[i]));
+    pack_.pack(bufs_, st);
     if (!sched_.sends.empty()) {
       if (staged_)
-        HALOX_CUDA_CHECK(cudaMemcpyAsync(host_.get(), pack_.stream(),
+        HALOX_CUDA_CHECK(cudaMemcpyAsync(host, pack_.stream(),
                                          static_cast<std::size_t>(l.send_bytes),
                                          cudaMemcpyDeviceToHost, st));
       HALOX_CUDA_CHECK(cudaEventRecord(packed_.get(), st));
       HALOX_CUDA_CHECK(cudaEventSynchronize(packed_.get()));
-      for (std::size_t i = 0; i < sched_.sends.size(); ++i) {
-        auto const& m = sched_.sends[i];
-        HALOX_MPI_CHECK(MPI_Isend(base + l.send_offset[i], mpi_count(m.bytes), MPI_BYTE, m.peer, 0,
-                                  cfg_.comm, &reqs_[nr + i]));
-      }
+      for (std::size_t i = 0; i < sched_.sends.size(); ++i)
+        HALOX_MPI_CHECK(MPI_Isend(base + l.send_offset[i], scount_[i], MPI_BYTE,
+                                  sched_.sends[i].peer, cfg_.tag, cfg_.comm, &reqs_[nr + i]));
     }
     order_.started(st);
   }
 
-  void wait(void* stream) override {
+  void complete(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
     auto const& l = pack_.layout();
     std::size_t const nr = sched_.recvs.size();
@@ -68,9 +79,9 @@ public:
     if (nr > 0) {
       HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(nr), reqs_.data(), MPI_STATUSES_IGNORE));
       if (staged_)
-        HALOX_CUDA_CHECK(cudaMemcpyAsync(
-            pack_.stream() + l.recv_lo, static_cast<unsigned char*>(host_.get()) + l.recv_lo,
-            static_cast<std::size_t>(l.recv_bytes), cudaMemcpyHostToDevice, st));
+        HALOX_CUDA_CHECK(cudaMemcpyAsync(pack_.stream() + l.recv_lo, host_base() + l.recv_lo,
+                                         static_cast<std::size_t>(l.recv_bytes),
+                                         cudaMemcpyHostToDevice, st));
     }
     pack_.unpack(bufs_, op_, st);
     order_.unpacked(st);
@@ -79,19 +90,18 @@ public:
                                   MPI_STATUSES_IGNORE));
   }
 
-  [[nodiscard]] backend kind() const noexcept override {
-    return staged_ ? backend::staged_mpi : backend::cuda_aware_mpi;
+private:
+  unsigned char* host_base() const noexcept {
+    return staged_ ? reinterpret_cast<unsigned char*>(ws(memory_kind::pinned_host, host_area_))
+                   : nullptr;
   }
 
-private:
   bool staged_;
   device_pack pack_;
   unique_event packed_;
-  unique_pinned host_; // staged: the send and receive areas of the stream, in host memory
+  std::size_t stream_area_ = 0, host_area_ = 0;
+  std::vector<int> rcount_, scount_;
   stream_order order_; // after the buffers: its destructor waits for the last unpack
-  std::vector<MPI_Request> reqs_; // receives first, then sends
-  void* const* bufs_ = nullptr;
-  combine_op op_ = combine_op::replace;
 };
 
 } // namespace

@@ -39,12 +39,12 @@ template <class T> std::vector<T> mpi_array(std::size_t n, T v) {
   return std::vector<T>(std::max<std::size_t>(n, 1), v);
 }
 
-// mpi_neighbor and alltoallv: every send message packed into one buffer, one collective call,
-// every receive unpacked (and combined) from one buffer.
-class packed_collective_executor final : public executor {
+// mpi_neighbor and alltoallv: every send message packed into one workspace area, one
+// collective call, every receive unpacked (and combined) from another.
+class packed_collective_executor final : public host_executor {
 public:
   packed_collective_executor(backend b, schedule s, exec_config const& cfg)
-      : executor(std::move(s), cfg), kind_(b) {
+      : host_executor(std::move(s), cfg), kind_(b) {
     bool const neighbor = kind_ == backend::mpi_neighbor;
     std::size_t sbytes = 0, rbytes = 0;
     auto const layout = [&] {
@@ -57,9 +57,8 @@ public:
       collective_check(cfg_.comm, "mpi_neighbor executor", layout, [] { return std::uint64_t{0}; });
     else
       layout();
-    sendbuf_.resize(std::max<std::size_t>(sbytes, 1));
-    recvbuf_.resize(std::max<std::size_t>(rbytes, 1));
-    scratch_.resize(max_copy_bytes(sched_));
+    send_ = reserve(memory_kind::host, sbytes);
+    recv_ = reserve(memory_kind::host, rbytes);
     // Neighbour collectives index their arrays by neighbour, alltoallv by rank.
     std::size_t const ns = neighbor ? sched_.sends.size() : comm_size(cfg_.comm);
     std::size_t const nr = neighbor ? sched_.recvs.size() : comm_size(cfg_.comm);
@@ -78,32 +77,35 @@ public:
       rdispls_[k] = static_cast<int>(roff_[i]);
     }
     if (neighbor) make_graph();
-  }
-
-  void start(void* const* bufs, combine_op op, void*) override {
-    bufs_ = bufs;
-    op_ = op;
-    for (std::size_t i = 0; i < sched_.sends.size(); ++i)
-      pack_message(sched_, sched_.sends[i], bufs, sendbuf_.data() + soff_[i]);
-    if (kind_ == backend::mpi_neighbor)
-      HALOX_MPI_CHECK(MPI_Ineighbor_alltoallv(sendbuf_.data(), scounts_.data(), sdispls_.data(),
-                                              MPI_BYTE, recvbuf_.data(), rcounts_.data(),
-                                              rdispls_.data(), MPI_BYTE, graph_.get(), &req_));
-    else
-      HALOX_MPI_CHECK(MPI_Ialltoallv(sendbuf_.data(), scounts_.data(), sdispls_.data(), MPI_BYTE,
-                                     recvbuf_.data(), rcounts_.data(), rdispls_.data(), MPI_BYTE,
-                                     cfg_.comm, &req_));
-  }
-
-  void wait(void*) override {
-    run_local_copies(sched_, bufs_, op_, scratch_.data());
-    HALOX_MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE));
-    for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
-      unpack_message(sched_, sched_.recvs[i], bufs_, recvbuf_.data() + roff_[i], op_);
-    run_fills(sched_, bufs_, cfg_.fill_value);
+    reqs_.assign(1, MPI_REQUEST_NULL);
   }
 
   [[nodiscard]] backend kind() const noexcept override { return kind_; }
+
+protected:
+  void post(void*) override {
+    std::byte* const sbuf = ws(memory_kind::host, send_);
+    std::byte* const rbuf = ws(memory_kind::host, recv_);
+    for (std::size_t i = 0; i < sched_.sends.size(); ++i)
+      pack_message(sched_, sched_.sends[i], bufs_, sbuf + soff_[i]);
+    if (kind_ == backend::mpi_neighbor)
+      HALOX_MPI_CHECK(MPI_Ineighbor_alltoallv(sbuf, scounts_.data(), sdispls_.data(), MPI_BYTE,
+                                              rbuf, rcounts_.data(), rdispls_.data(), MPI_BYTE,
+                                              graph_.get(), &reqs_[0]));
+    else
+      HALOX_MPI_CHECK(MPI_Ialltoallv(sbuf, scounts_.data(), sdispls_.data(), MPI_BYTE, rbuf,
+                                     rcounts_.data(), rdispls_.data(), MPI_BYTE, cfg_.comm,
+                                     &reqs_[0]));
+  }
+
+  void receive() override {
+    HALOX_MPI_CHECK(MPI_Wait(&reqs_[0], MPI_STATUS_IGNORE));
+    std::byte const* const rbuf = ws(memory_kind::host, recv_);
+    for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
+      unpack_message(sched_, sched_.recvs[i], bufs_, rbuf + roff_[i], op_);
+  }
+
+  [[nodiscard]] bool collective_requests() const noexcept override { return true; }
 
 private:
   // Sources are the receive peers and destinations the send peers, in schedule order; without
@@ -133,24 +135,23 @@ private:
 
   backend kind_;
   unique_comm graph_;
-  std::vector<std::byte> sendbuf_, recvbuf_, scratch_;
+  std::size_t send_ = 0, recv_ = 0;
   std::vector<std::size_t> soff_, roff_;
   std::vector<int> scounts_, sdispls_, rcounts_, rdispls_;
-  MPI_Request req_ = MPI_REQUEST_NULL;
-  void* const* bufs_ = nullptr;
-  combine_op op_ = combine_op::replace;
 };
 
-// alltoallw: the same per-peer struct datatypes as mpi_datatype, one MPI_Ialltoallw over the
-// whole communicator with MPI_BOTTOM buffers. A combining receive lands contiguously instead
-// (MPI_BYTE counts into the landing buffer) and is unpacked with the op.
-class alltoallw_executor final : public executor {
+// alltoallw: the same per-message datatypes as mpi_datatype, one MPI_Ialltoallw over the whole
+// communicator. When all sends (receives) lie in one buffer, the types are relative to it and
+// serve every address. A plan of several tensors has messages spanning buffers: those are
+// wrapped in a struct at absolute addresses (MPI_BOTTOM), rebuilt when an address changes. A
+// combining receive lands contiguously instead (MPI_BYTE counts) and is unpacked with the op.
+class alltoallw_executor final : public host_executor {
 public:
   alltoallw_executor(schedule s, exec_config const& cfg)
-      : executor(std::move(s), cfg), send_types_(sched_, sched_.sends),
-        recv_types_(sched_, sched_.recvs) {
-    landing_.resize(std::max<std::size_t>(lay_out(sched_.recvs, roff_), 1));
-    scratch_.resize(max_copy_bytes(sched_));
+      : host_executor(std::move(s), cfg), send_types_(sched_, sched_.sends),
+        recv_types_(sched_, sched_.recvs), send_abs_(sched_.sends.size()),
+        recv_abs_(sched_.recvs.size()) {
+    landing_ = reserve(memory_kind::host, lay_out(sched_.recvs, roff_));
     std::size_t const n = comm_size(cfg_.comm);
     scounts_ = mpi_array(n, 0);
     sdispls_ = mpi_array(n, 0);
@@ -158,51 +159,92 @@ public:
     rdispls_ = mpi_array(n, 0);
     stypes_ = mpi_array(n, MPI_Datatype(MPI_BYTE));
     rtypes_ = mpi_array(n, MPI_Datatype(MPI_BYTE));
-  }
-
-  void start(void* const* bufs, combine_op op, void*) override {
-    bufs_ = bufs;
-    op_ = op;
-    send_types_.bind(bufs);
-    for (std::size_t i = 0; i < sched_.sends.size(); ++i) {
-      int const p = sched_.sends[i].peer;
-      stypes_[p] = send_types_.type(i);
-      scounts_[p] = send_types_.count(i);
-    }
-    bool const landing = op != combine_op::replace;
-    if (!landing) recv_types_.bind(bufs);
-    for (std::size_t i = 0; i < sched_.recvs.size(); ++i) {
-      int const p = sched_.recvs[i].peer;
-      rtypes_[p] = landing ? MPI_Datatype(MPI_BYTE) : recv_types_.type(i);
-      rcounts_[p] = landing ? static_cast<int>(sched_.recvs[i].bytes) : recv_types_.count(i);
-      rdispls_[p] = landing ? static_cast<int>(roff_[i]) : 0;
-    }
-    void* rbuf = landing ? static_cast<void*>(landing_.data()) : MPI_BOTTOM;
-    HALOX_MPI_CHECK(MPI_Ialltoallw(MPI_BOTTOM, scounts_.data(), sdispls_.data(), stypes_.data(),
-                                   rbuf, rcounts_.data(), rdispls_.data(), rtypes_.data(),
-                                   cfg_.comm, &req_));
-  }
-
-  void wait(void*) override {
-    run_local_copies(sched_, bufs_, op_, scratch_.data());
-    HALOX_MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE));
-    if (op_ != combine_op::replace)
-      for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
-        unpack_message(sched_, sched_.recvs[i], bufs_, landing_.data() + roff_[i], op_);
-    run_fills(sched_, bufs_, cfg_.fill_value);
+    reqs_.assign(1, MPI_REQUEST_NULL);
+    bound_.assign(sched_.slots.size(), nullptr);
   }
 
   [[nodiscard]] backend kind() const noexcept override { return backend::alltoallw; }
 
+protected:
+  void post(void*) override {
+    bool const landing = op_ != combine_op::replace;
+    bool const moved = !std::equal(bound_.begin(), bound_.end(), bufs_);
+    void const* sbuf = side(send_types_, sched_.sends, send_abs_, moved, scounts_, stypes_);
+    void* rbuf = MPI_BOTTOM;
+    if (landing) {
+      rbuf = ws(memory_kind::host, landing_);
+      for (std::size_t i = 0; i < sched_.recvs.size(); ++i) {
+        int const p = sched_.recvs[i].peer;
+        rtypes_[p] = MPI_BYTE;
+        rcounts_[p] = static_cast<int>(sched_.recvs[i].bytes);
+        rdispls_[p] = static_cast<int>(roff_[i]);
+      }
+    } else {
+      for (std::size_t i = 0; i < sched_.recvs.size(); ++i) rdispls_[sched_.recvs[i].peer] = 0;
+      rbuf =
+          const_cast<void*>(side(recv_types_, sched_.recvs, recv_abs_, moved, rcounts_, rtypes_));
+    }
+    if (moved) std::copy(bufs_, bufs_ + bound_.size(), bound_.begin());
+    HALOX_MPI_CHECK(MPI_Ialltoallw(sbuf, scounts_.data(), sdispls_.data(), stypes_.data(), rbuf,
+                                   rcounts_.data(), rdispls_.data(), rtypes_.data(), cfg_.comm,
+                                   &reqs_[0]));
+  }
+
+  void receive() override {
+    HALOX_MPI_CHECK(MPI_Wait(&reqs_[0], MPI_STATUS_IGNORE));
+    if (op_ != combine_op::replace)
+      for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
+        unpack_message(sched_, sched_.recvs[i], bufs_, ws(memory_kind::host, landing_) + roff_[i],
+                       op_);
+  }
+
+  [[nodiscard]] bool collective_requests() const noexcept override { return true; }
+
 private:
+  // Fills one direction's counts and types; returns the buffer argument for MPI_Ialltoallw.
+  void const* side(message_types const& t, std::vector<message> const& msgs,
+                   std::vector<unique_datatype>& abs, bool moved, std::vector<int>& counts,
+                   std::vector<MPI_Datatype>& types) {
+    int const slot = t.single_slot();
+    for (std::size_t i = 0; i < msgs.size(); ++i) {
+      int const p = msgs[i].peer;
+      auto const& parts = t.parts(i);
+      counts[p] = parts.empty() ? 0 : 1;
+      if (parts.empty()) {
+        types[p] = MPI_BYTE;
+      } else if (slot >= 0) {
+        types[p] = parts[0].type.get(); // one buffer: one part per message, relative to it
+      } else {
+        if (moved || !abs[i]) abs[i] = absolute(parts);
+        types[p] = abs[i].get();
+      }
+    }
+    return slot >= 0 ? bufs_[slot] : MPI_BOTTOM;
+  }
+
+  // The parts of one message at their buffers' absolute addresses.
+  unique_datatype absolute(std::vector<typed_part> const& parts) {
+    std::vector<int> lens(parts.size(), 1);
+    std::vector<MPI_Aint> displs(parts.size());
+    std::vector<MPI_Datatype> types(parts.size());
+    for (std::size_t j = 0; j < parts.size(); ++j) {
+      HALOX_MPI_CHECK(MPI_Get_address(bufs_[parts[j].slot], &displs[j]));
+      types[j] = parts[j].type.get();
+    }
+    unique_datatype t;
+    HALOX_MPI_CHECK(MPI_Type_create_struct(static_cast<int>(parts.size()), lens.data(),
+                                           displs.data(), types.data(), t.out()));
+    commit(t);
+    return t;
+  }
+
   message_types send_types_, recv_types_;
-  std::vector<std::byte> landing_, scratch_;
+  std::vector<unique_datatype> send_abs_, recv_abs_; // messages spanning several buffers
+  std::vector<void*> bound_;                         // addresses the absolute types were made for
+  std::size_t landing_ = 0;
   std::vector<std::size_t> roff_;
   std::vector<int> scounts_, sdispls_, rcounts_, rdispls_;
-  std::vector<MPI_Datatype> stypes_, rtypes_; // borrowed from send_types_ / recv_types_
-  MPI_Request req_ = MPI_REQUEST_NULL;
-  void* const* bufs_ = nullptr;
-  combine_op op_ = combine_op::replace;
+  std::vector<MPI_Datatype> stypes_, rtypes_; // borrowed from the message types
 };
 
 } // namespace

@@ -1,30 +1,19 @@
 #include "exec/mpi/mpi_types.hpp"
 
+#include "exec/executor.hpp"
+
 #include <halox/error.hpp>
 
-#include <algorithm>
-#include <climits>
 #include <string>
 
 namespace halox::detail {
 
-namespace {
-// MPI_Type_commit takes the handle by pointer; commit without letting go of ownership on error.
 void commit(unique_datatype& t) {
+  // MPI_Type_commit takes the handle by pointer; keep ownership even when it fails.
   MPI_Datatype raw = t.release();
   int const rc = MPI_Type_commit(&raw);
   t = unique_datatype(raw);
   HALOX_MPI_CHECK(rc);
-}
-} // namespace
-
-int mpi_int_count(std::size_t n, char const* what) {
-  HALOX_REQUIRE(n <= static_cast<std::size_t>(INT_MAX), errc::unsupported,
-                std::string(what) + " of " + std::to_string(n) + " exceeds MPI's int count (" +
-                    std::to_string(INT_MAX) +
-                    "); split the tensor over more ranks or use a packing backend with smaller "
-                    "messages");
-  return static_cast<int>(n);
 }
 
 unique_datatype make_region_type(strided_region const& sr, std::size_t elem_size) {
@@ -42,50 +31,68 @@ unique_datatype make_region_type(strided_region const& sr, std::size_t elem_size
         stride, t.get(), outer.out()));
     t = std::move(outer);
   }
+  return t;
+}
+
+namespace {
+
+// One part: the regions [first, last) of `m`, all in one slot, as a struct of region types at
+// their byte offsets from the slot's base.
+unique_datatype make_part_type(schedule const& s, std::vector<strided_region> const& srs,
+                               std::vector<int> const& slots, std::size_t first, std::size_t last) {
+  std::size_t const n = last - first;
+  std::vector<unique_datatype> owned;
+  std::vector<int> lens(n, 1);
+  std::vector<MPI_Aint> displs(n);
+  std::vector<MPI_Datatype> types(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    auto const& sl = s.slots[static_cast<std::size_t>(slots[first + j])];
+    strided_region const& sr = srs[first + j];
+    owned.push_back(make_region_type(sr, sl.elem_size));
+    displs[j] = static_cast<MPI_Aint>(sr.offset) * static_cast<MPI_Aint>(sl.elem_size);
+    types[j] = owned.back().get();
+  }
+  unique_datatype t;
+  HALOX_MPI_CHECK(MPI_Type_create_struct(mpi_int_count(n, "the number of regions of one message"),
+                                         lens.data(), displs.data(), types.data(), t.out()));
   commit(t);
   return t;
 }
 
-message_types::message_types(schedule const& s, std::vector<message> const& msgs)
-    : parts_(msgs.size()), structs_(msgs.size()), bound_(s.slots.size(), nullptr) {
-  std::size_t most = 0;
-  for (std::size_t i = 0; i < msgs.size(); ++i) {
-    for (auto const& r : msgs[i].regions) {
-      auto const& sl = s.slots[r.slot];
-      strided_region const sr = make_region(r.b, sl.strides.data());
-      if (sr.elements() == 0) continue;
-      part p;
-      p.slot = r.slot;
-      p.byte_offset = static_cast<std::size_t>(sr.offset) * sl.elem_size;
-      p.type = make_region_type(sr, sl.elem_size);
-      parts_[i].push_back(std::move(p));
-    }
-    most = std::max(most, parts_[i].size());
-  }
-  mpi_int_count(most, "the number of regions of one message");
-  blocklens_.assign(most, 1);
-  displs_.assign(most, 0);
-  types_.assign(most, MPI_DATATYPE_NULL);
-}
+} // namespace
 
-void message_types::bind(void* const* bufs) {
-  if (valid_ && std::equal(bound_.begin(), bound_.end(), bufs)) return;
-  valid_ = false; // stays false if a rebuild below throws half-way
-  for (std::size_t i = 0; i < parts_.size(); ++i) {
-    auto const& ps = parts_[i];
-    structs_[i].reset();
-    if (ps.empty()) continue;
-    for (std::size_t j = 0; j < ps.size(); ++j) {
-      auto const* cell = static_cast<std::byte const*>(bufs[ps[j].slot]) + ps[j].byte_offset;
-      HALOX_MPI_CHECK(MPI_Get_address(cell, &displs_[j]));
-      types_[j] = ps[j].type.get();
+message_types::message_types(schedule const& s, std::vector<message> const& msgs)
+    : parts_(msgs.size()) {
+  bool several = false;
+  for (std::size_t i = 0; i < msgs.size(); ++i) {
+    // Empty regions are left out on both sides alike (a region and its counterpart have the
+    // same volume), so the split points still agree.
+    std::vector<strided_region> srs;
+    std::vector<int> slots;
+    for (auto const& r : msgs[i].regions) {
+      strided_region const sr =
+          make_region(r.b, s.slots[static_cast<std::size_t>(r.slot)].strides.data());
+      if (sr.elements() == 0) continue;
+      srs.push_back(sr);
+      slots.push_back(r.slot);
     }
-    HALOX_MPI_CHECK(MPI_Type_create_struct(static_cast<int>(ps.size()), blocklens_.data(),
-                                           displs_.data(), types_.data(), structs_[i].out()));
-    commit(structs_[i]);
+    for (std::size_t first = 0; first < srs.size();) {
+      std::size_t last = first + 1;
+      while (last < srs.size() && slots[last] == slots[first]) ++last;
+      typed_part p;
+      p.slot = slots[first];
+      p.type = make_part_type(s, srs, slots, first, last);
+      for (std::size_t j = first; j < last; ++j)
+        p.bytes += static_cast<std::size_t>(srs[j].elements()) *
+                   s.slots[static_cast<std::size_t>(slots[j])].elem_size;
+      if (single_slot_ < 0 && !several) single_slot_ = p.slot;
+      if (p.slot != single_slot_) several = true;
+      parts_[i].push_back(std::move(p));
+      ++total_;
+      first = last;
+    }
   }
-  std::copy(bufs, bufs + bound_.size(), bound_.begin());
-  valid_ = true;
+  if (several) single_slot_ = -1;
 }
 
 } // namespace halox::detail

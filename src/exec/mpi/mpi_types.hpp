@@ -1,12 +1,14 @@
 #pragma once
-// MPI derived datatypes that describe schedule regions and whole messages, so that MPI itself
-// gathers and scatters the strided cells (mpi_datatype and alltoallw backends).
+// MPI derived datatypes that describe schedule messages, so that MPI itself gathers and
+// scatters the strided cells (mpi_datatype, alltoallw and device_mpi_datatype backends).
 //
-// A region type walks its box in row-major order (the canonical message order of
-// detail/box.hpp) and starts at displacement 0; the region's offset inside its buffer is added
-// when regions are combined into a message type. A message type is an MPI struct of its region
-// types at absolute addresses (used with MPI_BOTTOM), because the regions of one message may lie
-// in different buffers (slots): that is the only way one datatype can reach all of them.
+// A message whose regions lie in several buffers (slots) travels as several MPI messages, one
+// per run of consecutive regions of one slot ("part"), each described by one committed type
+// whose displacements are relative to its slot's base address. Types therefore never depend on
+// where the caller's buffers are: one set, built at plan time, serves every address (a caching
+// allocator may hand out different buffers every step). Sender and receiver split a message at
+// the same places, because both walk the regions in the agreed order and region k has the same
+// slot role (same tensor, or source -> destination) on both sides.
 
 #include "plan/schedule.hpp"
 
@@ -19,48 +21,41 @@
 
 namespace halox::detail {
 
-/// `n` as an MPI `int` count; throws `halox::error` (unsupported) naming `what` when it does not
-/// fit, since the non-`_c` MPI calls cannot express it. Also called for the check alone.
-int mpi_int_count(std::size_t n, char const* what);
-
 /// Committed datatype of the cells of `sr` (element size `elem_size` bytes) relative to the
 /// region's first cell: a contiguous run of bytes nested in one `MPI_Type_create_hvector` per
-/// outer loop, so arbitrary (padded, permuted) strides are described exactly.
+/// outer loop, so arbitrary (padded, permuted) strides are described exactly. Not committed.
 [[nodiscard]] unique_datatype make_region_type(strided_region const& sr, std::size_t elem_size);
 
-/// The datatypes of a list of messages (one per peer). Region types are built once, at
-/// construction; the per-message struct types depend on the buffer addresses and are rebuilt by
-/// `bind` only when a slot pointer differs from the previous call, so a plan executed on the
-/// same buffers builds them once.
+/// Commits `t` in place.
+void commit(unique_datatype& t);
+
+/// One MPI message of a part of a schedule message: `count` (0 or 1) of `type` at the base of
+/// slot `slot`'s buffer.
+struct typed_part {
+  int slot = 0;
+  unique_datatype type;
+  std::size_t bytes = 0; ///< packed size (the part's share of the message, in order)
+};
+
+/// The datatypes of a list of schedule messages (one per peer), built once.
 class message_types {
 public:
-  /// Builds the region types of every message of `msgs` (regions of `s`'s slots).
+  /// Builds the part types of every message of `msgs` (regions of `s`'s slots).
   message_types(schedule const& s, std::vector<message> const& msgs);
 
-  /// Makes the message types address `bufs` (one pointer per slot). Rebuilding the types is the
-  /// only work on the execution path that may allocate (inside MPI), and only on a pointer change.
-  void bind(void* const* bufs);
-  /// Datatype of message `i` to use with `MPI_BOTTOM` and `count(i)` (valid after `bind`).
-  [[nodiscard]] MPI_Datatype type(std::size_t i) const noexcept {
-    return structs_[i] ? structs_[i].get() : MPI_BYTE;
+  /// Parts of message `i` (empty when it moves no cell: then no MPI message travels).
+  [[nodiscard]] std::vector<typed_part> const& parts(std::size_t i) const noexcept {
+    return parts_[i];
   }
-  /// Count to pass with `type(i)`: 1, or 0 for a message without cells.
-  [[nodiscard]] int count(std::size_t i) const noexcept { return structs_[i] ? 1 : 0; }
+  /// MPI messages of all messages together.
+  [[nodiscard]] std::size_t total_parts() const noexcept { return total_; }
+  /// The one slot every part lies in, or -1 when parts lie in several slots (or there are none).
+  [[nodiscard]] int single_slot() const noexcept { return single_slot_; }
 
 private:
-  struct part {
-    int slot = 0;
-    std::size_t byte_offset = 0; ///< of the region's first cell in its slot buffer
-    unique_datatype type;        ///< the region's cells, relative to that cell
-  };
-  std::vector<std::vector<part>> parts_; ///< per message, non-empty regions in agreed order
-  std::vector<unique_datatype> structs_; ///< per message (null when it has no cells)
-  std::vector<void*> bound_;             ///< slot pointers the structs address
-  bool valid_ = false;
-  // Argument arrays of MPI_Type_create_struct, sized for the largest message at construction.
-  std::vector<int> blocklens_;
-  std::vector<MPI_Aint> displs_;
-  std::vector<MPI_Datatype> types_;
+  std::vector<std::vector<typed_part>> parts_;
+  std::size_t total_ = 0;
+  int single_slot_ = -1;
 };
 
 } // namespace halox::detail

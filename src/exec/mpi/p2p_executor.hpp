@@ -10,25 +10,25 @@
 
 namespace halox::detail {
 
-class p2p_executor final : public executor {
+class p2p_executor final : public host_executor {
 public:
   p2p_executor(schedule s, exec_config const& cfg, bool persistent);
-  ~p2p_executor() override;
-  void start(void* const* bufs, combine_op op, void* stream) override;
-  void wait(void* stream) override;
   [[nodiscard]] backend kind() const noexcept override {
     return persistent_ ? backend::mpi_persistent : backend::mpi_pack;
   }
 
+protected:
+  void post(void* stream) override;
+  void receive() override;
+  void on_bind() override;
+
 private:
   bool persistent_;
-  std::vector<std::byte> sendbuf_, recvbuf_, scratch_;
-  std::vector<std::size_t> soff_, roff_;
+  std::size_t send_area_ = 0, recv_area_ = 0; // workspace offsets of the packed messages
+  std::vector<std::size_t> soff_, roff_;      // message offsets inside those areas
+  std::vector<int> scount_, rcount_;
   std::vector<char> send_inplace_, recv_inplace_; // single contiguous region: no packing
-  std::vector<MPI_Request> reqs_;                 // recvs first, then sends
-  std::vector<unique_request> persistent_reqs_;
-  void* const* bufs_ = nullptr;
-  combine_op op_ = combine_op::replace;
+  std::vector<unique_request> persistent_reqs_;   // recvs first, then sends
 };
 
 } // namespace halox::detail

@@ -1,9 +1,10 @@
 // nccl: pack kernel, ncclSend/ncclRecv of every message in one group, unpack kernel, all on the
 // caller's stream. The host never waits for the device: start and wait only enqueue.
 //
-// The NCCL communicator is made once, at plan time, from the plan's private communicator:
-// rank 0 creates the unique id, MPI_Bcast shares it, every rank joins with ncclCommInitRank
-// on its current device. NCCL does not allow two ranks of one communicator on the same GPU.
+// The NCCL communicator belongs to the plan's context: the first nccl executor of a context
+// makes it (at plan time: rank 0 creates the unique id, MPI_Bcast shares it, every rank joins
+// with ncclCommInitRank on its current device) and every later plan of the context shares it.
+// NCCL does not allow two ranks of one communicator on the same GPU.
 
 #include "exec/nccl/nccl_executor.hpp"
 
@@ -40,52 +41,66 @@ unique_nccl_comm make_nccl_comm(MPI_Comm comm) {
   return c;
 }
 
+// The context's NCCL communicator, made on first use. Every rank builds the same executors in
+// the same order (plans are built collectively), so all reach the creation together.
+ncclComm_t context_nccl_comm(context_state& ctx) {
+  if (!ctx.nccl) {
+    auto owner = std::make_shared<unique_nccl_comm>(make_nccl_comm(ctx.comm.get()));
+    ctx.nccl = owner;
+  }
+  return static_cast<unique_nccl_comm*>(ctx.nccl.get())->get();
+}
+
 class nccl_executor final : public executor {
 public:
   nccl_executor(schedule s, exec_config const& cfg)
-      : executor(std::move(s), cfg), pack_(sched_, {true, true, cfg.fill_value}),
-        comm_(make_nccl_comm(cfg_.comm)) {}
+      : executor(std::move(s), cfg), pack_(sched_, {true, true, cfg.fill_value}, cfg_.ctx),
+        comm_(context_nccl_comm(*cfg_.ctx)) {
+    stream_area_ = reserve(memory_kind::device, pack_.stream_bytes());
+  }
 
-  void start(void* const* bufs, combine_op op, void* stream) override {
+  [[nodiscard]] backend kind() const noexcept override { return backend::nccl; }
+
+protected:
+  void on_bind() override {
+    pack_.set_stream(reinterpret_cast<unsigned char*>(ws(memory_kind::device, stream_area_)));
+  }
+
+  void post(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
-    bufs_ = bufs;
-    op_ = op;
     // The previous unpack may run on another stream; receive only after it has read the area.
     order_.after_previous_unpack(st, false);
-    pack_.pack(bufs, st);
+    pack_.pack(bufs_, st);
     if (!sched_.sends.empty() || !sched_.recvs.empty()) {
       auto const& l = pack_.layout();
       HALOX_NCCL_CHECK(ncclGroupStart());
       for (std::size_t i = 0; i < sched_.recvs.size(); ++i) {
         auto const& m = sched_.recvs[i];
-        HALOX_NCCL_CHECK(ncclRecv(pack_.stream() + l.recv_offset[i], m.bytes, ncclUint8, m.peer,
-                                  comm_.get(), st));
+        HALOX_NCCL_CHECK(
+            ncclRecv(pack_.stream() + l.recv_offset[i], m.bytes, ncclUint8, m.peer, comm_, st));
       }
       for (std::size_t i = 0; i < sched_.sends.size(); ++i) {
         auto const& m = sched_.sends[i];
-        HALOX_NCCL_CHECK(ncclSend(pack_.stream() + l.send_offset[i], m.bytes, ncclUint8, m.peer,
-                                  comm_.get(), st));
+        HALOX_NCCL_CHECK(
+            ncclSend(pack_.stream() + l.send_offset[i], m.bytes, ncclUint8, m.peer, comm_, st));
       }
       HALOX_NCCL_CHECK(ncclGroupEnd());
     }
     order_.started(st);
   }
 
-  void wait(void* stream) override {
+  void complete(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
     order_.join(st);
     pack_.unpack(bufs_, op_, st);
     order_.unpacked(st);
   }
 
-  [[nodiscard]] backend kind() const noexcept override { return backend::nccl; }
-
 private:
   device_pack pack_;
-  unique_nccl_comm comm_;
+  ncclComm_t comm_; // owned by the context, which the executor's config keeps alive
+  std::size_t stream_area_ = 0;
   stream_order order_; // after the buffers: its destructor waits for the last unpack
-  void* const* bufs_ = nullptr;
-  combine_op op_ = combine_op::replace;
 };
 
 } // namespace

@@ -1,0 +1,104 @@
+#include "core/collective_check.hpp"
+#include "exec/context_state.hpp"
+
+#include <halox/context.hpp>
+#include <halox/error.hpp>
+
+#include <sstream>
+
+namespace halox {
+
+char const* to_string(memory_kind k) noexcept {
+  switch (k) {
+  case memory_kind::host: return "host";
+  case memory_kind::pinned_host: return "pinned_host";
+  case memory_kind::device: return "device";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const& o) {
+  HALOX_REQUIRE(comm != MPI_COMM_NULL, errc::invalid_argument,
+                "context built on MPI_COMM_NULL; pass the communicator the plans will use");
+  detail::collective_check(
+      comm, "context",
+      [&] {
+        HALOX_REQUIRE(static_cast<bool>(o.alloc.allocate) == static_cast<bool>(o.alloc.deallocate),
+                      errc::invalid_argument,
+                      "context_options::alloc has only one of allocate/deallocate set; set both, "
+                      "or neither to use halox's own allocations");
+      },
+      [&] { return std::uint64_t{o.alloc.allocate ? 1u : 0u}; });
+  auto s = std::make_shared<context::state>();
+  HALOX_MPI_CHECK(MPI_Comm_dup(comm, s->comm.out()));
+  // An MPI failure on halox's own messages must reach the caller as a halox::error rather than
+  // abort the job from inside MPI; communicators created from this one inherit the handler.
+  HALOX_MPI_CHECK(MPI_Comm_set_errhandler(s->comm.get(), MPI_ERRORS_RETURN));
+  HALOX_MPI_CHECK(MPI_Comm_rank(s->comm.get(), &s->rank));
+  HALOX_MPI_CHECK(MPI_Comm_size(s->comm.get(), &s->size));
+  void* ub = nullptr;
+  int flag = 0;
+  HALOX_MPI_CHECK(MPI_Comm_get_attr(s->comm.get(), MPI_TAG_UB, &ub, &flag));
+  if (flag && ub) s->tag_ub = *static_cast<int*>(ub);
+  s->alloc = o.alloc;
+  return s;
+}
+
+// The default context of a communicator lives in an attribute of that communicator, so it
+// dies with it (a communicator handle value may be reused after MPI_Comm_free; an attribute
+// cannot outlive its communicator).
+int delete_default(MPI_Comm, int, void* value, void*) {
+  delete static_cast<std::shared_ptr<context::state>*>(value);
+  return MPI_SUCCESS;
+}
+
+int default_keyval() {
+  static int const keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    HALOX_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_default, &k, nullptr));
+    return k;
+  }();
+  return keyval;
+}
+
+} // namespace
+
+context::context(MPI_Comm comm, context_options const& options)
+    : state_(make_state(comm, options)) {}
+
+context context::of(MPI_Comm comm) {
+  HALOX_REQUIRE(comm != MPI_COMM_NULL, errc::invalid_argument,
+                "context::of(MPI_COMM_NULL); pass the communicator the plans will use");
+  int const k = default_keyval();
+  void* v = nullptr;
+  int flag = 0;
+  HALOX_MPI_CHECK(MPI_Comm_get_attr(comm, k, &v, &flag));
+  if (flag) return context(*static_cast<std::shared_ptr<state>*>(v));
+  auto owner = std::make_unique<std::shared_ptr<state>>(make_state(comm, {}));
+  HALOX_MPI_CHECK(MPI_Comm_set_attr(comm, k, owner.get()));
+  return context(*owner.release());
+}
+
+MPI_Comm context::comm() const noexcept { return state_->comm.get(); }
+int context::rank() const noexcept { return state_->rank; }
+int context::size() const noexcept { return state_->size; }
+std::size_t context::plans_built() const noexcept { return state_->plans; }
+bool context::has_nccl() const noexcept { return static_cast<bool>(state_->nccl); }
+std::size_t context::bytes_in_use(memory_kind kind) const noexcept {
+  return state_->in_use[static_cast<int>(kind)];
+}
+
+std::string context::describe() const {
+  std::ostringstream os;
+  os << "context of " << size() << " process(es), rank " << rank() << ": " << plans_built()
+     << " plan(s) built, " << bytes_in_use(memory_kind::host) << " B host / "
+     << bytes_in_use(memory_kind::pinned_host) << " B pinned / "
+     << bytes_in_use(memory_kind::device) << " B device in use, "
+     << (state_->alloc.allocate ? "caller allocator" : "halox allocations") << ", NCCL "
+     << (has_nccl() ? "created" : "not created");
+  return os.str();
+}
+
+} // namespace halox

@@ -1,0 +1,69 @@
+#pragma once
+// What a halox::context holds, shared by its plans and their executors: the private
+// communicator, the allocator, the tag counter and the device resources made on demand.
+// Defined at the executor layer, because executors draw on it; plans only pass it along.
+
+#include <halox/context.hpp>
+#include <halox/detail/mpi_handle.hpp>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+
+struct halox::context::state {
+  detail::unique_comm comm;
+  int rank = 0;
+  int size = 1;
+  int tag_ub = 32767;
+  std::size_t plans = 0;
+  allocator alloc;                     ///< empty: halox's own allocations
+  std::array<std::size_t, 3> in_use{}; ///< bytes held, per memory_kind
+  /// The NCCL communicator (an owner of ncclComm_t, type-erased so that this header needs no
+  /// NCCL); created by the first nccl executor, at plan construction.
+  std::shared_ptr<void> nccl;
+
+  /// Allocates through the allocator (or halox's own); throws `halox::error` on failure.
+  void* allocate(std::size_t bytes, memory_kind kind);
+  /// Releases what `allocate` returned.
+  void deallocate(void* p, std::size_t bytes, memory_kind kind) noexcept;
+  /// The next plan's message tag (1 .. tag_ub, cycling). Plans are built collectively, in the
+  /// same order on every rank, so every rank hands out the same tag.
+  int next_tag() noexcept;
+};
+
+namespace halox::detail {
+
+using context_state = halox::context::state;
+
+/// One allocation from a context, released on destruction (move-only). Holds the context so the
+/// allocator outlives the memory.
+class memory_block {
+public:
+  memory_block() = default;
+  memory_block(std::shared_ptr<context_state> ctx, std::size_t bytes, memory_kind kind);
+  ~memory_block();
+  memory_block(memory_block&& o) noexcept;
+  memory_block& operator=(memory_block&& o) noexcept;
+  memory_block(memory_block const&) = delete;
+  memory_block& operator=(memory_block const&) = delete;
+
+  [[nodiscard]] std::byte* data() const noexcept { return static_cast<std::byte*>(p_); }
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+  /// Keeps the memory allocated for the rest of the process (MPI may still read it: a send
+  /// that could be neither completed nor cancelled when its plan was destroyed).
+  void orphan() noexcept;
+
+private:
+  void release() noexcept;
+  std::shared_ptr<context_state> ctx_;
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+  memory_kind kind_ = memory_kind::host;
+};
+
+/// Default device / pinned allocations (cudaMalloc, cudaMallocHost); throw `halox::error`
+/// (unsupported) in builds without CUDA.
+void* default_device_allocate(std::size_t bytes, memory_kind kind);
+void default_device_deallocate(void* p, memory_kind kind) noexcept;
+
+} // namespace halox::detail
