@@ -4,7 +4,7 @@
 #include <halox/error.hpp>
 
 #if HALOX_HAS_CUDA
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 #endif
 
 namespace halox::detail {
