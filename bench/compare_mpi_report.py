@@ -152,7 +152,7 @@ def scenario_table(runs, family, mpis, ranks_list, show_alltoall):
 
 
 def targets_table(runs, mpis, ranks_list):
-    """Each halo scenario's mpi_pack against the issue targets, and each redistribution's best."""
+    """Each halo scenario's mpi_pack against the goals, and each redistribution's best."""
     lines = ["| scenario | ranks | MPI | faces | mpi_pack eff. | target | met | best backend (eff.) "
              "| mpi_pack eff. vs copy+transport | transport / copy+transport |",
              "|---|---:|---|---|---:|---:|---|---|---:|---:|"]
@@ -448,7 +448,7 @@ def main():
     md.append("")
     md.append("## Targets")
     md.append("")
-    md.append("From the issues: `mpi_pack` ≥ 0.8 of the transport limit when faces are contiguous, "
+    md.append("Goals: `mpi_pack` ≥ 0.8 of the transport limit when faces are contiguous, "
               "≥ 0.5 when strided; a redistribution within 1.25× of the MPI_Alltoall baseline.")
     md.append("")
     md.append("The last two columns: `mpi_pack` against the copy+transport limit, and how much "

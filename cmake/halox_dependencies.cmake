@@ -1,6 +1,9 @@
 # Optional backends. Each HALOX_ENABLE_* defaults to ON when its dependency is found.
 
 # --- CUDA ---
+# check_language finds nvcc on PATH, or where CMAKE_CUDA_COMPILER / the CUDACXX environment
+# variable point (e.g. -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc). FindCUDAToolkit then
+# follows that compiler, or -DCUDAToolkit_ROOT=<dir>.
 check_language(CUDA)
 set(_halox_cuda_default OFF)
 if(CMAKE_CUDA_COMPILER)
@@ -9,7 +12,8 @@ endif()
 option(HALOX_ENABLE_CUDA "Build the CUDA pack/unpack kernels and GPU backends" ${_halox_cuda_default})
 if(HALOX_ENABLE_CUDA)
   if(NOT CMAKE_CUDA_COMPILER)
-    message(FATAL_ERROR "HALOX_ENABLE_CUDA=ON but no CUDA compiler was found; set CMAKE_CUDA_COMPILER or turn the option off")
+    message(FATAL_ERROR "HALOX_ENABLE_CUDA=ON but no CUDA compiler was found; set "
+                        "CMAKE_CUDA_COMPILER (or CUDACXX) to nvcc, or turn the option off")
   endif()
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 80 90)
@@ -20,8 +24,13 @@ if(HALOX_ENABLE_CUDA)
 endif()
 
 # --- NCCL ---
-find_path(NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include ${CUDAToolkit_INCLUDE_DIRS})
-find_library(NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
+# Looked for under NCCL_ROOT (CMake variable or environment), then next to the CUDA toolkit, then
+# in the system paths.
+set(NCCL_ROOT "$ENV{NCCL_ROOT}" CACHE PATH "NCCL installation prefix (optional)")
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+          PATH_SUFFIXES include)
+find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib lib64)
 set(_halox_nccl_default OFF)
 if(HALOX_ENABLE_CUDA AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
   set(_halox_nccl_default ON)

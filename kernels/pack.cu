@@ -6,7 +6,7 @@
 #include "exec/combine.hpp"
 #include "exec/cuda/pack_launch.hpp"
 
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 
 #include <climits>
 #include <cstring>

@@ -14,3 +14,9 @@ add_test(NAME format
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check-format.sh ${PROJECT_SOURCE_DIR}
                  ${_halox_clang_format})
 set_tests_properties(format PROPERTIES LABELS lint SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# `installed_headers`: nothing under include/halox (installed as is) includes a CUDA or NCCL
+# header, so consumers compile against a CUDA-enabled install without the CUDA toolkit.
+add_test(NAME installed_headers
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check-installed-headers.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(installed_headers PROPERTIES LABELS lint TIMEOUT 60)

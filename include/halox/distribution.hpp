@@ -4,7 +4,7 @@
 /// dimension is split over a process grid, halo widths and periodicity. Every "who owns what"
 /// question is answered arithmetically, for any rank, without communication.
 
-#include <halox/detail/box.hpp>
+#include <halox/box.hpp>
 #include <halox/dtype.hpp>
 
 #include <cstdint>

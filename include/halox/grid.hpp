@@ -2,7 +2,7 @@
 /// \file grid.hpp
 /// Cartesian process grids over an MPI communicator.
 
-#include <halox/detail/box.hpp>
+#include <halox/box.hpp>
 #include <halox/detail/mpi_handle.hpp>
 
 #include <memory>

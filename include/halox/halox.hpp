@@ -3,6 +3,7 @@
 /// Umbrella header: everything in the public API of halox.
 
 #include <halox/backend.hpp>
+#include <halox/box.hpp>
 #include <halox/config.hpp>
 #include <halox/distribution.hpp>
 #include <halox/dtype.hpp>

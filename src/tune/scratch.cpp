@@ -6,7 +6,7 @@
 #include <cstring>
 
 #if HALOX_HAS_CUDA
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 #endif
 
 namespace halox::detail {

@@ -9,7 +9,7 @@
 #include "exec/cuda/device_pack.hpp"
 #include "plan/halo_planner.hpp"
 
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 #include <halox/error.hpp>
 
 #include <gtest/gtest.h>

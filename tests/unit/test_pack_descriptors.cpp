@@ -13,7 +13,7 @@
 #include <halox/config.hpp>
 #include <halox/error.hpp>
 #if HALOX_HAS_CUDA
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 #endif
 
 #include <gtest/gtest.h>

@@ -1,74 +1,16 @@
 #pragma once
-/// \file box.hpp
-/// N-d boxes and the strided-region arithmetic shared by host and device code.
+/// \file detail/box.hpp
+/// Strided-region arithmetic shared by host and device code (internal). The public part, index_t
+/// and struct box, lives in <halox/box.hpp>.
 ///
 /// Everything here is plain data and inline functions so the CPU pack loops and the CUDA
 /// kernels walk exactly the same element order: a region is packed in row-major order of its
 /// box (last dimension fastest), whatever the strides of the buffer it lives in. That canonical
 /// order is what lets two ranks with different local layouts agree on message contents.
 
-#include <cstdint>
-
-#if defined(__CUDACC__)
-#define HALOX_HD __host__ __device__
-#else
-#define HALOX_HD
-#endif
+#include <halox/box.hpp>
 
 namespace halox {
-
-/// Signed index type used for extents, offsets and strides (in elements).
-using index_t = std::int64_t;
-/// Largest tensor rank halox supports.
-inline constexpr int max_dims = 8;
-
-/// A half-open N-d box `[lo, hi)` in some coordinate system (global or local).
-struct box {
-  int nd = 0;                ///< number of dimensions in use
-  index_t lo[max_dims] = {}; ///< first index per dimension
-  index_t hi[max_dims] = {}; ///< one past the last index per dimension
-
-  /// Extent along dimension `d` (0 if empty).
-  HALOX_HD index_t extent(int d) const { return hi[d] > lo[d] ? hi[d] - lo[d] : 0; }
-  /// Number of cells.
-  HALOX_HD index_t volume() const {
-    index_t v = 1;
-    for (int d = 0; d < nd; ++d) v *= extent(d);
-    return v;
-  }
-  /// True when the box holds no cell.
-  HALOX_HD bool empty() const { return volume() == 0; }
-};
-
-/// Intersection of two boxes of the same rank (may be empty).
-HALOX_HD inline box intersect(box const& a, box const& b) {
-  box r;
-  r.nd = a.nd;
-  for (int d = 0; d < a.nd; ++d) {
-    r.lo[d] = a.lo[d] > b.lo[d] ? a.lo[d] : b.lo[d];
-    r.hi[d] = a.hi[d] < b.hi[d] ? a.hi[d] : b.hi[d];
-    if (r.hi[d] < r.lo[d]) r.hi[d] = r.lo[d];
-  }
-  return r;
-}
-
-/// Box translated by `delta` per dimension.
-HALOX_HD inline box shifted(box const& a, index_t const* delta) {
-  box r = a;
-  for (int d = 0; d < a.nd; ++d) {
-    r.lo[d] += delta[d];
-    r.hi[d] += delta[d];
-  }
-  return r;
-}
-
-/// Equality of two boxes (same rank and bounds).
-HALOX_HD inline bool operator==(box const& a, box const& b) {
-  if (a.nd != b.nd) return false;
-  for (int d = 0; d < a.nd; ++d)
-    if (a.lo[d] != b.lo[d] || a.hi[d] != b.hi[d]) return false;
-  return true;
-}
 
 /// A box inside a strided buffer, reduced to the fewest nested loops of contiguous runs.
 ///

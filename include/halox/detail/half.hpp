@@ -4,7 +4,7 @@
 /// 16-bit tensors are moved as bytes; these are only needed to combine values in the reverse
 /// (accumulating) exchange.
 
-#include <halox/detail/box.hpp>
+#include <halox/box.hpp>
 
 #include <cstdint>
 #include <cstring>

@@ -24,7 +24,7 @@
 /// Normalisation uses the biased variance M2 / count; the running variance is updated with the
 /// unbiased M2 / (count - 1), as in PyTorch. Instantiated for `float` and `double`.
 
-#include <halox/detail/box.hpp>
+#include <halox/box.hpp>
 #include <halox/ops/tensor_ref.hpp>
 
 #include <vector>

@@ -15,7 +15,7 @@
 /// must fall inside the given buffer, or `halox::error` (invalid_argument) names the missing
 /// region. The whole-tensor forms are the same kernels over the whole output.
 
-#include <halox/detail/box.hpp>
+#include <halox/box.hpp>
 #include <halox/ops/tensor_ref.hpp>
 #include <halox/ops/window.hpp>
 

@@ -9,7 +9,7 @@
 /// the window size or by the number of real inputs, per `pool_params::count_include_pad`.
 /// Instantiated for `float` and `double`.
 
-#include <halox/detail/box.hpp>
+#include <halox/box.hpp>
 #include <halox/ops/tensor_ref.hpp>
 #include <halox/ops/window.hpp>
 

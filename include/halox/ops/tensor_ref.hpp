@@ -8,7 +8,7 @@
 /// spatial coordinates of a distributed tensor, which is what the `*_box` kernels need to
 /// compute only part of an output.
 
-#include <halox/detail/box.hpp>
+#include <halox/box.hpp>
 
 #include <cstddef>
 #include <type_traits>

@@ -9,7 +9,7 @@
 /// `(in + pad_lo + pad_hi - dilation * (kernel - 1) - 1) / stride + 1` (floor division), i.e.
 /// PyTorch's rule with `ceil_mode=False`.
 
-#include <halox/detail/box.hpp>
+#include <halox/box.hpp>
 
 #include <vector>
 

@@ -7,7 +7,7 @@
 #include "exec/cuda/pack_batch.hpp"
 #include "plan/schedule.hpp"
 
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 
 #include <vector>
 

@@ -3,7 +3,7 @@
 // caller passes different streams, and tracks when the last unpack has finished reading the
 // landing area, so the next exchange does not receive into bytes still being read.
 
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 
 namespace halox::detail {
 

@@ -11,7 +11,7 @@
 #include "exec/cuda/device_pack.hpp"
 #include "exec/cuda/stream_order.hpp"
 
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 #include <halox/error.hpp>
 
 namespace halox::detail {

@@ -1,0 +1,74 @@
+#pragma once
+/// \file box.hpp
+/// Public index type and N-d boxes: the coordinates in which distributions, grids and operators
+/// describe the parts of a tensor.
+///
+/// Plain data and inline functions only, usable from host code and (through HALOX_HD) from CUDA
+/// kernels, so that host and device agree on box arithmetic. This header includes no CUDA header.
+
+#include <cstdint>
+
+/// Marks functions callable from both host and device code. Expands to `__host__ __device__`
+/// only when compiled by a CUDA compiler, so host-only consumers see plain inline functions.
+#if defined(__CUDACC__)
+#define HALOX_HD __host__ __device__
+#else
+#define HALOX_HD
+#endif
+
+namespace halox {
+
+/// Signed index type used for extents, offsets and strides (in elements).
+using index_t = std::int64_t;
+/// Largest tensor rank halox supports.
+inline constexpr int max_dims = 8;
+
+/// A half-open N-d box `[lo, hi)` in some coordinate system (global or local).
+struct box {
+  int nd = 0;                ///< number of dimensions in use
+  index_t lo[max_dims] = {}; ///< first index per dimension
+  index_t hi[max_dims] = {}; ///< one past the last index per dimension
+
+  /// Extent along dimension `d` (0 if empty).
+  HALOX_HD index_t extent(int d) const { return hi[d] > lo[d] ? hi[d] - lo[d] : 0; }
+  /// Number of cells.
+  HALOX_HD index_t volume() const {
+    index_t v = 1;
+    for (int d = 0; d < nd; ++d) v *= extent(d);
+    return v;
+  }
+  /// True when the box holds no cell.
+  HALOX_HD bool empty() const { return volume() == 0; }
+};
+
+/// Intersection of two boxes of the same rank (may be empty).
+HALOX_HD inline box intersect(box const& a, box const& b) {
+  box r;
+  r.nd = a.nd;
+  for (int d = 0; d < a.nd; ++d) {
+    r.lo[d] = a.lo[d] > b.lo[d] ? a.lo[d] : b.lo[d];
+    r.hi[d] = a.hi[d] < b.hi[d] ? a.hi[d] : b.hi[d];
+    if (r.hi[d] < r.lo[d]) r.hi[d] = r.lo[d];
+  }
+  return r;
+}
+
+/// Box translated by `delta` per dimension (`delta` holds `a.nd` values).
+HALOX_HD inline box shifted(box const& a, index_t const* delta) {
+  box r = a;
+  for (int d = 0; d < a.nd; ++d) {
+    r.lo[d] += delta[d];
+    r.hi[d] += delta[d];
+  }
+  return r;
+}
+
+/// Equality of two boxes (same rank and bounds).
+HALOX_HD inline bool operator==(box const& a, box const& b) {
+  if (a.nd != b.nd) return false;
+  for (int d = 0; d < a.nd; ++d)
+    if (a.lo[d] != b.lo[d] || a.hi[d] != b.hi[d]) return false;
+  return true;
+}
+
+} // namespace halox
