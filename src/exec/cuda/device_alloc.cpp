@@ -2,7 +2,7 @@
 
 #include "exec/context_state.hpp"
 
-#include <halox/detail/cuda_handle.hpp>
+#include "exec/cuda/cuda_handle.hpp"
 #include <halox/error.hpp>
 
 namespace halox::detail {
