@@ -14,3 +14,10 @@ add_test(NAME format
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check-format.sh ${PROJECT_SOURCE_DIR}
                  ${_halox_clang_format})
 set_tests_properties(format PROPERTIES LABELS lint SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# `layering`: no lower layer (common < descriptors and planners < executors < plans < operators)
+# includes a higher one; the operators use the public API only. See tests/lint/layering.cmake.
+add_test(NAME layering
+         COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/lint/layering.cmake)
+set_tests_properties(layering PROPERTIES LABELS lint TIMEOUT 60)
