@@ -20,3 +20,9 @@ set_tests_properties(format PROPERTIES LABELS lint SKIP_RETURN_CODE 77 TIMEOUT 1
 add_test(NAME installed_headers
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check-installed-headers.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(installed_headers PROPERTIES LABELS lint TIMEOUT 60)
+# `layering`: no lower layer (common < descriptors and planners < executors < plans < operators)
+# includes a higher one; the operators use the public API only. See tests/lint/layering.cmake.
+add_test(NAME layering
+         COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/lint/layering.cmake)
+set_tests_properties(layering PROPERTIES LABELS lint TIMEOUT 60)

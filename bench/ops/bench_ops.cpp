@@ -15,6 +15,8 @@
 // critical path: 1 - wait(on) / wait(off). Speed-ups between rank counts come from running the
 // tool at each count (see docs/dist_ops.md).
 #include <halox/halox.hpp>
+#include <halox/ops/distributed.hpp>
+#include <halox/ops/ops.hpp>
 
 #include <mpi.h>
 

@@ -41,6 +41,24 @@ struct box {
   HALOX_HD bool empty() const { return volume() == 0; }
 };
 
+/// A half-open range `[lo, hi)` of positions along one dimension: one factor of a box.
+struct index_range {
+  index_t lo = 0; ///< first position
+  index_t hi = 0; ///< one past the last position
+
+  /// True when the range holds no position.
+  HALOX_HD bool empty() const { return hi <= lo; }
+  /// Number of positions (0 when empty).
+  HALOX_HD index_t size() const { return hi > lo ? hi - lo : 0; }
+};
+
+/// Intersection of two ranges (empty, with `hi == lo`, when they do not meet).
+HALOX_HD inline index_range intersect(index_range a, index_range b) {
+  index_range r{a.lo > b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi};
+  if (r.hi < r.lo) r.hi = r.lo;
+  return r;
+}
+
 /// Intersection of two boxes of the same rank (may be empty).
 HALOX_HD inline box intersect(box const& a, box const& b) {
   box r;

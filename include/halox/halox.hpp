@@ -1,9 +1,13 @@
 #pragma once
 /// \file halox.hpp
-/// Umbrella header: everything in the public API of halox.
+/// Umbrella header: everything in the public API of the core library (`halox::halox`). The
+/// operators (`halox::ops`) have their own headers: <halox/ops/ops.hpp> (serial) and
+/// <halox/ops/distributed.hpp>.
 
 #include <halox/backend.hpp>
 #include <halox/box.hpp>
+#include <halox/box_gather.hpp>
+#include <halox/collective.hpp>
 #include <halox/config.hpp>
 #include <halox/distribution.hpp>
 #include <halox/dtype.hpp>
@@ -11,8 +15,6 @@
 #include <halox/grid.hpp>
 #include <halox/halo.hpp>
 #include <halox/info.hpp>
-#include <halox/ops/distributed.hpp>
-#include <halox/ops/ops.hpp>
 #include <halox/redistribute.hpp>
 #include <halox/tensor_desc.hpp>
 #include <halox/tensor_view.hpp>

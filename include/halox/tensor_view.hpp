@@ -5,6 +5,7 @@
 #include <halox/tensor_desc.hpp>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace halox {
@@ -24,5 +25,11 @@ struct tensor_view {
   template <class C> tensor_view(tensor_desc const& d, C& c)
       : desc(&d), data(c.data()), bytes(c.size() * sizeof(*c.data())) {}
 };
+
+/// Throws `halox::error` (invalid_argument) unless `v` is a buffer for a tensor laid out exactly
+/// like `expected` (same global description and local strides), large enough for this rank's
+/// part, and not null when that part holds any byte. `what` names the argument in the message.
+/// The check plans apply to the buffers they are given, for code that takes views itself.
+void validate_view(tensor_view const& v, tensor_desc const& expected, std::string const& what);
 
 } // namespace halox

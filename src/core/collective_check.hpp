@@ -1,23 +1,4 @@
 #pragma once
-// Turns per-rank validation into an agreement: either every rank proceeds or every rank throws.
-
-#include <halox/error.hpp>
-
-#include <mpi.h>
-
-#include <cstdint>
-#include <functional>
-#include <optional>
-#include <string>
-
-namespace halox::detail {
-
-/// Runs `validate` locally, then one MPI_Allreduce over `comm` combines "did anyone fail" with a
-/// hash of the description (computed by `hash` only when validation passed). If any rank failed,
-/// that rank rethrows its own error and the others throw a matching error saying which rank
-/// rejected its input; if the hashes differ every rank throws `inconsistent_ranks` naming `what`.
-/// Never hangs as long as every rank calls it.
-void collective_check(MPI_Comm comm, std::string const& what, std::function<void()> const& validate,
-                      std::function<std::uint64_t()> const& hash);
-
-} // namespace halox::detail
+// The collective check lives in src/common (below the executors, which use it too); plans keep
+// including it under this name.
+#include "common/collective_check.hpp"

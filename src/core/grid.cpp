@@ -1,7 +1,7 @@
 #include <halox/error.hpp>
 #include <halox/grid.hpp>
 
-#include "collective_check.hpp"
+#include "core/collective_check.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -1,7 +1,7 @@
 #include <halox/error.hpp>
 #include <halox/tensor_desc.hpp>
 
-#include "collective_check.hpp"
+#include "core/collective_check.hpp"
 
 #include <memory>
 #include <optional>

@@ -1,7 +1,6 @@
 #include "ops/dist_window.hpp"
 
-#include "core/collective_check.hpp"
-
+#include <halox/collective.hpp>
 #include <halox/error.hpp>
 #include <halox/ops/dist_batch_norm.hpp>
 
@@ -24,7 +23,7 @@ template <class T> struct dist_batch_norm<T>::impl {
         comm(sub_comm(x, md, pp)) {}
 
   static communicator sub_comm(tensor_desc const& x, bn_stats_mode md, bn_params const& pp) {
-    halox::detail::collective_check(
+    check_collectively(
         x.grid().comm(), "dist_batch_norm",
         [&] {
           HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,

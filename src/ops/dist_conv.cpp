@@ -144,7 +144,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   };
 
   double c = MPI_Wtime();
-  if (want_dx) L.gather->start(dy.data, I.ws.data());
+  if (want_dx) L.gather->start(dy, I.ws.data());
   double n = MPI_Wtime();
   t.start += n - c;
   if (L.opt.overlap) {

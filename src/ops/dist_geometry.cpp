@@ -17,12 +17,6 @@ index_t ceil_div(index_t a, index_t b) noexcept {
   return (a % b != 0 && a > 0) ? q + 1 : q;
 }
 
-range1 intersect(range1 a, range1 b) noexcept {
-  range1 r{std::max(a.lo, b.lo), std::min(a.hi, b.hi)};
-  if (r.hi < r.lo) r.hi = r.lo;
-  return r;
-}
-
 namespace {
 
 // The serial geometry pads 1-2 spatial dimensions at the front to three; undo that.

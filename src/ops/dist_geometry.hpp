@@ -19,19 +19,9 @@
 
 namespace halox::ops::detail {
 
-/// A half-open range `[lo, hi)` of positions along one dimension.
-struct range1 {
-  index_t lo = 0; ///< first position
-  index_t hi = 0; ///< one past the last position
-
-  /// True when the range holds no position.
-  [[nodiscard]] bool empty() const noexcept { return hi <= lo; }
-  /// Number of positions (0 when empty).
-  [[nodiscard]] index_t size() const noexcept { return hi > lo ? hi - lo : 0; }
-};
-
-/// Intersection of two ranges (possibly empty).
-[[nodiscard]] range1 intersect(range1 a, range1 b) noexcept;
+/// A half-open range along one dimension (the core's type, so need ranges pass straight to a
+/// box_gather_plan); `intersect` of two of them comes with it.
+using range1 = index_range;
 
 /// A sliding window along one spatial dimension: output `o` reads the inputs
 /// `o * s - pl + j * dil` for `j` in `[0, k)`; positions outside `[0, in)` are padding.

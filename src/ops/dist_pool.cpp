@@ -91,7 +91,7 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   I.ws.resize(static_cast<std::size_t>(L.gather->elements()));
   const_block_ref<T> const dy_ws = detail::workspace_block(I.ws, *L.gather);
   detail::run_overlapped(
-      L.opt, L.in->grid().comm(), [&] { L.gather->start(dy.data, I.ws.data()); },
+      L.opt, L.in->grid().comm(), [&] { L.gather->start(dy, I.ws.data()); },
       [&] { L.gather->wait(); }, L.bwd_interior, L.bwd_boundary, L.in_own,
       [&](box const& b, bool gathered) {
         pool_backward_box<T>(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);

@@ -1,8 +1,6 @@
 #include "ops/dist_window.hpp"
 
-#include "core/collective_check.hpp"
-#include "core/view_check.hpp"
-
+#include <halox/collective.hpp>
 #include <halox/error.hpp>
 
 #include <algorithm>
@@ -69,7 +67,7 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
     : name(what), win(std::move(w)), opt(o) {
   // Every rank validates the same replicated description; the check makes a rank that was
   // given different parameters fail everywhere instead of hanging in the first exchange.
-  halox::detail::collective_check(
+  check_collectively(
       x.grid().comm(), name, [&] { validate(name, x); },
       [&] { return params_hash(win, out_channels, x_for_backward, fill, opt); });
   distribution const& xd = x.dist();
@@ -154,8 +152,11 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
     for (int i = 0; i < nsp; ++i) r.push_back(output_footprint(win[i], {b.lo[i], b.hi[i]}));
     self.push_back(make_box(r));
   }
-  gather = std::make_unique<box_gather>(*out, need_r, opt.method, opt.tune,
-                                        opt.overlap ? &self : nullptr);
+  box_gather_options go;
+  go.method = opt.method;
+  go.tune = opt.tune;
+  if (opt.overlap) go.own_copy_boxes = std::move(self);
+  gather = std::make_unique<box_gather_plan>(*out, need_r, go);
 }
 
 std::string window_layer::describe() const {
@@ -165,7 +166,7 @@ std::string window_layer::describe() const {
      << ", owned output " << box_str(out_own) << "\n  forward: interior " << box_str(fwd_interior)
      << " + " << fwd_boundary.size() << " boundary box(es); " << halo->describe()
      << "\n  backward: interior " << box_str(bwd_interior) << " + " << bwd_boundary.size()
-     << " boundary box(es); " << gather->summary() << "\n";
+     << " boundary box(es); dy " << gather->describe() << "\n";
   return os.str();
 }
 
@@ -220,7 +221,7 @@ communicator dup_comm(MPI_Comm c) {
 }
 
 void check_layout(tensor_view const& v, tensor_desc const& expected, std::string const& what) {
-  halox::detail::check_view(v, expected, what);
+  validate_view(v, expected, what);
 }
 
 } // namespace halox::ops::detail

@@ -4,9 +4,9 @@
 // distribution, the forward halo plan, the backward dy gather, this rank's interior and
 // boundary boxes, and the overlap loop that runs kernels around an exchange.
 
-#include "ops/dist_exchange.hpp"
 #include "ops/dist_geometry.hpp"
 
+#include <halox/box_gather.hpp>
 #include <halox/halo.hpp>
 #include <halox/ops/dist_common.hpp>
 #include <halox/tensor_desc.hpp>
@@ -31,15 +31,15 @@ struct window_layer {
   window_layer(char const* what, tensor_desc const& x, std::vector<win1> win, index_t out_channels,
                bool x_for_backward, boundary_fill fill, dist_options const& o);
 
-  std::string name;                   ///< operator name for messages
-  std::vector<win1> win;              ///< per spatial dimension
-  std::vector<index_t> in_ext;        ///< global spatial input extent
-  dist_options opt;                   ///< as given
-  std::optional<tensor_desc> in;      ///< input with halos (what callers allocate for x)
-  std::optional<tensor_desc> out;     ///< output, no halos, derived part sizes
-  std::vector<int> halo_lo, halo_hi;  ///< input halos per dimension (0 on N and C)
-  std::unique_ptr<halo_plan> halo;    ///< forward exchange of the input
-  std::unique_ptr<box_gather> gather; ///< backward gather of dy
+  std::string name;                        ///< operator name for messages
+  std::vector<win1> win;                   ///< per spatial dimension
+  std::vector<index_t> in_ext;             ///< global spatial input extent
+  dist_options opt;                        ///< as given
+  std::optional<tensor_desc> in;           ///< input with halos (what callers allocate for x)
+  std::optional<tensor_desc> out;          ///< output, no halos, derived part sizes
+  std::vector<int> halo_lo, halo_hi;       ///< input halos per dimension (0 on N and C)
+  std::unique_ptr<halo_plan> halo;         ///< forward exchange of the input
+  std::unique_ptr<box_gather_plan> gather; ///< backward gather of dy
 
   box in_own, out_own;           ///< this rank's owned spatial boxes (global coordinates)
   box fwd_interior;              ///< outputs computable from owned inputs only
@@ -82,7 +82,7 @@ template <class T> void copy_into(T const* src, tensor_ref<T> const& dst) {
 
 /// The gathered workspace `ws` of `g` as a block at its global spatial origin.
 template <class T>
-const_block_ref<T> workspace_block(std::vector<T> const& ws, box_gather const& g) {
+const_block_ref<T> workspace_block(std::vector<T> const& ws, box_gather_plan const& g) {
   std::vector<index_t> const origin(g.origin().begin() + 2, g.origin().end());
   return const_block_ref<T>(const_tensor_ref<T>(ws.data(), g.shape()), origin);
 }

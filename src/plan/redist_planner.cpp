@@ -8,19 +8,6 @@
 namespace halox::detail {
 
 namespace {
-// First p in [0, n) for which pred(p) is false, given that pred is true on a prefix.
-template <class Pred> int partition_point(int n, Pred pred) {
-  int lo = 0, hi = n;
-  while (lo < hi) {
-    int const mid = lo + (hi - lo) / 2;
-    if (pred(mid))
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
 int plan_rank(redist_side const& s, int grid_rank) {
   return s.plan_ranks.empty() ? grid_rank : s.plan_ranks[grid_rank];
 }
@@ -40,15 +27,6 @@ slot_layout layout_of(redist_side const& s) {
   return l;
 }
 
-// Global box `g` in the local allocated coordinates of `rank`'s buffer on `dist`.
-box to_local(distribution const& dist, int rank, box const& g) {
-  auto const c = dist.coords_of(rank);
-  index_t delta[max_dims];
-  for (int d = 0; d < dist.ndim(); ++d)
-    delta[d] = dist.options(d).halo_lo - dist.part_start(d, c[d]);
-  return shifted(g, delta);
-}
-
 void check_side(redist_side const& s, char const* which) {
   HALOX_REQUIRE(s.dist != nullptr, errc::internal, std::string(which) + " distribution missing");
   HALOX_REQUIRE(s.rank >= -1 && s.rank < s.dist->nranks(), errc::internal,
@@ -59,35 +37,6 @@ void check_side(redist_side const& s, char const* which) {
                     " entries for a grid of " + std::to_string(s.dist->nranks()));
 }
 
-// Visits every non-empty block of `other` that intersects `mine` (a non-empty global box),
-// in lexicographic order of the other side's grid coordinates (dimension 0 outermost), as
-// f(other grid rank, global intersection box).
-template <class F> void for_each_overlap(distribution const& other, box const& mine, F&& f) {
-  int const nd = other.ndim();
-  std::vector<part_range> ranges(nd);
-  for (int d = 0; d < nd; ++d) {
-    ranges[d] = overlapping_parts(other, d, mine.lo[d], mine.hi[d]);
-    if (ranges[d].first >= ranges[d].last) return;
-  }
-  coords_t c(nd);
-  for (int d = 0; d < nd; ++d) c[d] = ranges[d].first;
-  while (true) {
-    box g;
-    g.nd = nd;
-    for (int d = 0; d < nd; ++d) {
-      index_t const s = other.part_start(d, c[d]);
-      g.lo[d] = std::max(mine.lo[d], s);
-      g.hi[d] = std::min(mine.hi[d], s + other.part_size(d, c[d]));
-    }
-    if (!g.empty()) f(other.rank_of(c), g); // empty parts inside the range own nothing
-    int d = nd - 1;
-    while (d >= 0 && ++c[d] == ranges[d].last) {
-      c[d] = ranges[d].first;
-      --d;
-    }
-    if (d < 0) return;
-  }
-}
 } // namespace
 
 std::string shape_str(std::vector<index_t> const& shape) {
@@ -109,16 +58,6 @@ void check_same_tensor(distribution const& src, distribution const& dst) {
                     " differs from the destination dtype " + to_string(dst.type()) +
                     "; a redistribution does not convert elements, describe both sides with the "
                     "same dtype");
-}
-
-part_range overlapping_parts(distribution const& dist, int d, index_t lo, index_t hi) {
-  int const n = dist.parts()[d];
-  part_range r;
-  r.first =
-      partition_point(n, [&](int p) { return dist.part_start(d, p) + dist.part_size(d, p) <= lo; });
-  r.last = partition_point(n, [&](int p) { return dist.part_start(d, p) < hi; });
-  if (r.last < r.first) r.last = r.first;
-  return r;
 }
 
 schedule plan_redistribution(redist_side const& src, redist_side const& dst) {

@@ -4,9 +4,10 @@
 // destination buffer comes from which source owner, and the one box that stays on the process
 // (a local copy). Halo cells never move: only owned blocks are intersected.
 //
-// Cost is O(peers) per process, not O(P): along each dimension a binary search over the other
-// side's part starts finds the parts that overlap my block, and only their product is visited.
+// Cost is O(peers) per process, not O(P): plan/overlap.hpp finds the other side's blocks that
+// overlap my block by binary search per dimension and visits only their product.
 
+#include "plan/overlap.hpp"
 #include "plan/schedule.hpp"
 
 #include <halox/distribution.hpp>
@@ -26,16 +27,6 @@ struct redist_side {
   std::vector<int> plan_ranks;
   std::vector<index_t> strides; ///< the caller's local buffer strides (empty: row-major)
 };
-
-/// Half-open range `[first, last)` of parts along one dimension.
-struct part_range {
-  int first = 0;
-  int last = 0;
-};
-
-/// Parts of `dist` along `d` whose blocks may intersect the global range `[lo, hi)`: every part
-/// in the range starts before `hi` and ends after `lo` or is empty. Binary search: O(log parts).
-[[nodiscard]] part_range overlapping_parts(distribution const& dist, int d, index_t lo, index_t hi);
 
 /// The schedule of the calling process: slot 0 is the source buffer, slot 1 the destination
 /// buffer, both in local allocated coordinates. Peers are plan-communicator ranks. Throws

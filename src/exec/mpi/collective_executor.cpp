@@ -1,6 +1,6 @@
 #include "exec/mpi/collective_executor.hpp"
 
-#include "core/collective_check.hpp"
+#include "common/collective_check.hpp"
 #include "exec/cpu/pack.hpp"
 #include "exec/mpi/mpi_types.hpp"
 

@@ -1,4 +1,4 @@
-#include "collective_check.hpp"
+#include "common/collective_check.hpp"
 
 #include <exception>
 

@@ -1,0 +1,62 @@
+# Layering check: a lower layer must not include a higher one. Run as
+#   cmake -DSOURCE_DIR=<repo> -P tests/lint/layering.cmake
+# Layers, lowest first (the "Layout" section of README.md):
+#   common    src/common/**                      shared helpers below everything
+#   plan      include/halox/detail/*.hpp, include/halox/{box,dtype,error,backend,distribution}.hpp,
+#             src/plan/**                        descriptors and pure planners (no MPI in src/plan)
+#   exec      src/exec/**                        executors
+#   core      src/core/**, src/tune/**           plans
+#   ops       src/ops/**, include/halox/ops/**   operators: public <halox/...> headers and ops/
+#                                                internals only
+# Each rule is layer@files@regex of the include paths those files must not use.
+if(NOT SOURCE_DIR)
+  message(FATAL_ERROR "layering.cmake: pass -DSOURCE_DIR=<halox source tree>")
+endif()
+
+set(_higher_than_plan "core/|exec/|tune/|ops/|halox/ops/")
+set(_rules
+  "common@src/common/*@^(${_higher_than_plan}|plan/)"
+  "plan@src/plan/*@^(${_higher_than_plan}|mpi\\.h$)"
+  "plan@include/halox/detail/*.hpp@^(${_higher_than_plan})"
+  "plan@include/halox/box.hpp@^(${_higher_than_plan})"
+  "plan@include/halox/dtype.hpp@^(${_higher_than_plan})"
+  "plan@include/halox/error.hpp@^(${_higher_than_plan})"
+  "plan@include/halox/backend.hpp@^(${_higher_than_plan})"
+  "plan@include/halox/distribution.hpp@^(${_higher_than_plan})"
+  "exec@src/exec/*@^(core/|tune/|ops/|halox/ops/)"
+  "core@src/core/*@^(ops/|halox/ops/)"
+  "core@src/tune/*@^(ops/|halox/ops/)"
+  "ops@src/ops/*@^(core/|exec/|plan/|tune/|common/)"
+  "ops@include/halox/ops/*@^(core/|exec/|plan/|tune/|common/)")
+
+set(_violations "")
+set(_checked 0)
+foreach(rule IN LISTS _rules)
+  # layer@glob@forbidden-include-regex ('@' because the regex holds '|' and ';' splits lists)
+  string(REGEX MATCH "^([^@]*)@([^@]*)@(.*)$" _ "${rule}")
+  set(_layer "${CMAKE_MATCH_1}")
+  set(_glob "${CMAKE_MATCH_2}")
+  set(_forbidden "${CMAKE_MATCH_3}")
+  file(GLOB_RECURSE _files LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/${_glob}")
+  foreach(f IN LISTS _files)
+    if(NOT f MATCHES "\\.(h|hpp|cpp|cu|cuh)$")
+      continue()
+    endif()
+    math(EXPR _checked "${_checked} + 1")
+    file(STRINGS "${SOURCE_DIR}/${f}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]")
+    foreach(line IN LISTS _lines)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]*)[>\"].*$" "\\1" _inc "${line}")
+      if(_inc MATCHES "${_forbidden}")
+        string(APPEND _violations "\n  ${f} (layer ${_layer}) includes \"${_inc}\"")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+
+if(_violations)
+  message(FATAL_ERROR "layering: a lower layer includes a higher one:${_violations}\n"
+                      "Move what the lower layer needs down (src/common, src/plan or a public "
+                      "<halox/...> header), or the code up; see tests/lint/layering.cmake for the "
+                      "layers.")
+endif()
+message(STATUS "layering: ${_checked} files checked, no layer includes a higher one")
