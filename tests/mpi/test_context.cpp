@@ -89,8 +89,8 @@ TEST(Context, DefaultContextIsSharedByThePlansOfAGrid) {
 TEST(Context, ExplicitContextServesGridsOfTheSameProcesses) {
   context ctx(MPI_COMM_WORLD);
   tensor_desc const t = make_tensor(MPI_COMM_WORLD);
-  tensor_desc const u(process_grid(MPI_COMM_WORLD, {world_size(), 1}), {rows, cols},
-                      dtype::float64, {dim_options::halo(1, true), dim_options::halo(2, true)});
+  tensor_desc const u(process_grid(MPI_COMM_WORLD, {world_size(), 1}), {rows, cols}, dtype::float64,
+                      {dim_options::halo(1, true), dim_options::halo(2, true)});
   for (backend b : host_backends()) {
     halo_options o;
     o.method = b;
@@ -269,8 +269,8 @@ TEST(Workspace, RedistributionWithHaloAfterInOneCallerWorkspace) {
   auto const need = plan.workspace_bytes();
   std::vector<std::byte> area(need.host + 64);
   workspace w;
-  w.host = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(area.data()) + 63) / 64 *
-                                        64);
+  w.host =
+      reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(area.data()) + 63) / 64 * 64);
   w.host_bytes = need.host;
   plan.set_workspace(w);
   std::vector<double> a, b(dst.local_elements(), -1.0);
