@@ -97,31 +97,13 @@ template <class T, class C> __device__ void combine_words(region_desc const& d, 
                            });
 }
 
-template <class T> __device__ void combine_typed(region_desc const& d, index_t block,
-                                                 unsigned char* buf, unsigned char const* stream,
-                                                 combine_op op) {
-  combine_words<T>(d, block, buf, stream, [op](T& x, T v) { combine_value(x, v, op); });
-}
-
-template <bool BF16> __device__ void combine_16bit(region_desc const& d, index_t block,
-                                                   unsigned char* buf, unsigned char const* stream,
-                                                   combine_op op) {
-  combine_words<std::uint16_t>(d, block, buf, stream, [op](std::uint16_t& x, std::uint16_t v) {
-    combine_half<BF16>(x, v, op);
-  });
-}
-
 __device__ void combine_region(region_desc const& d, index_t block, unsigned char* buf,
                                unsigned char const* stream, combine_op op) {
-  switch (static_cast<dtype>(d.type)) {
-  case dtype::float32: combine_typed<float>(d, block, buf, stream, op); break;
-  case dtype::float64: combine_typed<double>(d, block, buf, stream, op); break;
-  case dtype::int32: combine_typed<std::int32_t>(d, block, buf, stream, op); break;
-  case dtype::int64: combine_typed<std::int64_t>(d, block, buf, stream, op); break;
-  case dtype::uint8: combine_typed<std::uint8_t>(d, block, buf, stream, op); break;
-  case dtype::float16: combine_16bit<false>(d, block, buf, stream, op); break;
-  case dtype::bfloat16: combine_16bit<true>(d, block, buf, stream, op); break;
-  }
+  visit_dtype(static_cast<dtype>(d.type), [&](auto tag) {
+    using T = typename decltype(tag)::storage;
+    combine_words<T>(d, block, buf, stream,
+                     [op](T& x, T v) { combine_elem(decltype(tag){}, x, v, op); });
+  });
 }
 
 __global__ void __launch_bounds__(block_threads) pack_kernel(launch_args const a) {

@@ -165,6 +165,9 @@ process_grid::process_grid(MPI_Comm comm, std::vector<int> dims) : dims_(std::mo
   MPI_Comm dup = MPI_COMM_NULL;
   HALOX_MPI_CHECK(MPI_Comm_dup(comm, &dup));
   comm_ = std::make_shared<communicator>(dup);
+  // halox's own communicator: MPI failures on it come back as codes that HALOX_MPI_CHECK turns
+  // into halox::error, instead of aborting (communicators split from it inherit this).
+  HALOX_MPI_CHECK(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
   HALOX_MPI_CHECK(MPI_Comm_rank(dup, &rank_));
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // How received values are combined with the values already in place.
 
+#include <halox/detail/dtype_dispatch.hpp>
 #include <halox/detail/half.hpp>
 #include <halox/dtype.hpp>
 
@@ -32,6 +33,15 @@ HALOX_HD inline void combine_half(std::uint16_t& dst, std::uint16_t src, combine
   float const b = BF16 ? bf16_to_float(src) : half_to_float(src);
   combine_value(a, b, op);
   dst = BF16 ? float_to_bf16(a) : float_to_half(a);
+}
+
+/// Combines one element of the type tagged `E` (see detail/dtype_dispatch.hpp).
+template <class T> HALOX_HD inline void combine_elem(plain_elem<T>, T& dst, T src, combine_op op) {
+  combine_value(dst, src, op);
+}
+template <bool BF16> HALOX_HD inline void combine_elem(half_elem<BF16>, std::uint16_t& dst,
+                                                       std::uint16_t src, combine_op op) {
+  combine_half<BF16>(dst, src, op);
 }
 
 } // namespace halox::detail

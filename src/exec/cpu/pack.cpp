@@ -47,50 +47,26 @@ void copy_runs_any(std::size_t e, strided_region const& sr, std::byte* base, std
   }
 }
 
-template <class T>
-void combine_runs(strided_region const& sr, T* base, std::byte const* stream, combine_op op) {
+// Combines a packed stream into a strided region, element by element, as tag E's type.
+template <class E> void combine_runs(E tag, strided_region const& sr, void* base_ptr,
+                                     std::byte const* stream, combine_op op) {
+  using T = typename E::storage;
+  auto* base = static_cast<T*>(base_ptr);
   index_t const runs = sr.runs();
   for (index_t k = 0; k < runs; ++k) {
     T* p = base + sr.run_offset(k);
     for (index_t i = 0; i < sr.run; ++i, stream += sizeof(T)) {
       T v;
       std::memcpy(&v, stream, sizeof(T));
-      combine_value(p[i], v, op);
+      combine_elem(tag, p[i], v, op);
     }
   }
 }
 
-template <bool BF16> void combine_runs_half(strided_region const& sr, std::uint16_t* base,
-                                            std::byte const* stream, combine_op op) {
-  index_t const runs = sr.runs();
-  for (index_t k = 0; k < runs; ++k) {
-    std::uint16_t* p = base + sr.run_offset(k);
-    for (index_t i = 0; i < sr.run; ++i, stream += 2) {
-      std::uint16_t v;
-      std::memcpy(&v, stream, 2);
-      combine_half<BF16>(p[i], v, op);
-    }
-  }
-}
-
-void combine_region(dtype t, strided_region const& sr, void* base, std::byte const* stream,
-                    combine_op op) {
-  switch (t) {
-  case dtype::float32: combine_runs(sr, static_cast<float*>(base), stream, op); break;
-  case dtype::float64: combine_runs(sr, static_cast<double*>(base), stream, op); break;
-  case dtype::int32: combine_runs(sr, static_cast<std::int32_t*>(base), stream, op); break;
-  case dtype::int64: combine_runs(sr, static_cast<std::int64_t*>(base), stream, op); break;
-  case dtype::uint8: combine_runs(sr, static_cast<std::uint8_t*>(base), stream, op); break;
-  case dtype::float16:
-    combine_runs_half<false>(sr, static_cast<std::uint16_t*>(base), stream, op);
-    break;
-  case dtype::bfloat16:
-    combine_runs_half<true>(sr, static_cast<std::uint16_t*>(base), stream, op);
-    break;
-  }
-}
-
-template <class T> void fill_typed(strided_region const& sr, T* base, T v) {
+template <class E> void fill_runs(E tag, strided_region const& sr, void* base_ptr, double value) {
+  using T = typename E::storage;
+  auto* base = static_cast<T*>(base_ptr);
+  T const v = tag.from_double(value);
   index_t const runs = sr.runs();
   for (index_t k = 0; k < runs; ++k) {
     T* p = base + sr.run_offset(k);
@@ -117,7 +93,7 @@ std::size_t unpack_region(schedule const& s, region const& r, void* const* bufs,
     copy_runs_any<false>(sl.elem_size, sr, static_cast<std::byte*>(bufs[r.slot]),
                          const_cast<std::byte*>(in));
   else
-    combine_region(sl.type, sr, bufs[r.slot], in, op);
+    visit_dtype(sl.type, [&](auto tag) { combine_runs(tag, sr, bufs[r.slot], in, op); });
   return static_cast<std::size_t>(sr.elements()) * sl.elem_size;
 }
 
@@ -149,28 +125,7 @@ void run_fills(schedule const& s, void* const* bufs, double value) {
   for (auto const& f : s.fills) {
     auto const& sl = s.slots[f.slot];
     strided_region const sr = make_region(f.b, sl.strides.data());
-    void* base = bufs[f.slot];
-    switch (sl.type) {
-    case dtype::float32:
-      fill_typed(sr, static_cast<float*>(base), static_cast<float>(value));
-      break;
-    case dtype::float64: fill_typed(sr, static_cast<double*>(base), value); break;
-    case dtype::int32:
-      fill_typed(sr, static_cast<std::int32_t*>(base), static_cast<std::int32_t>(value));
-      break;
-    case dtype::int64:
-      fill_typed(sr, static_cast<std::int64_t*>(base), static_cast<std::int64_t>(value));
-      break;
-    case dtype::uint8:
-      fill_typed(sr, static_cast<std::uint8_t*>(base), static_cast<std::uint8_t>(value));
-      break;
-    case dtype::float16:
-      fill_typed(sr, static_cast<std::uint16_t*>(base), float_to_half(static_cast<float>(value)));
-      break;
-    case dtype::bfloat16:
-      fill_typed(sr, static_cast<std::uint16_t*>(base), float_to_bf16(static_cast<float>(value)));
-      break;
-    }
+    visit_dtype(sl.type, [&](auto tag) { fill_runs(tag, sr, bufs[f.slot], value); });
   }
 }
 

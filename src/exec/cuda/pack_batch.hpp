@@ -21,6 +21,8 @@
 #include "exec/cuda/pack_desc.hpp"
 #include "plan/schedule.hpp"
 
+#include <halox/detail/dtype_dispatch.hpp>
+
 #include <halox/detail/half.hpp>
 #include <halox/error.hpp>
 
@@ -64,16 +66,10 @@ inline bool boxes_overlap(box const& a, box const& b) { return !intersect(a, b).
 // Element value `v` converted to `t`, repeated over the 16 pattern bytes.
 inline void fill_pattern(dtype t, std::size_t e, double v, unsigned char* out) {
   unsigned char one[8] = {};
-  auto put = [&](auto x) { std::memcpy(one, &x, sizeof x); };
-  switch (t) {
-  case dtype::float32: put(static_cast<float>(v)); break;
-  case dtype::float64: put(v); break;
-  case dtype::int32: put(static_cast<std::int32_t>(v)); break;
-  case dtype::int64: put(static_cast<std::int64_t>(v)); break;
-  case dtype::uint8: put(static_cast<std::uint8_t>(v)); break;
-  case dtype::float16: put(float_to_half(static_cast<float>(v))); break;
-  case dtype::bfloat16: put(float_to_bf16(static_cast<float>(v))); break;
-  }
+  visit_dtype(t, [&](auto tag) {
+    auto const x = tag.from_double(v);
+    std::memcpy(one, &x, sizeof x);
+  });
   for (int i = 0; i < max_word; ++i) out[i] = one[static_cast<std::size_t>(i) % e];
 }
 

@@ -1,5 +1,6 @@
 #include "oracle.hpp"
 
+#include <halox/detail/dtype_dispatch.hpp>
 #include <halox/detail/half.hpp>
 
 #include <cstring>
@@ -27,72 +28,18 @@ std::uint64_t key_of(std::vector<index_t> const& g, int tensor, std::uint64_t sa
 
 // Reads one element as double (for combining expectations).
 double as_double(dtype t, std::byte const* p) {
-  switch (t) {
-  case dtype::float32: {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  case dtype::float64: {
-    double v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  case dtype::int32: {
-    std::int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  case dtype::int64: {
-    std::int64_t v;
-    std::memcpy(&v, p, 8);
-    return static_cast<double>(v);
-  }
-  case dtype::uint8: return static_cast<double>(static_cast<std::uint8_t>(*p));
-  case dtype::float16: {
-    std::uint16_t v;
-    std::memcpy(&v, p, 2);
-    return detail::half_to_float(v);
-  }
-  case dtype::bfloat16: {
-    std::uint16_t v;
-    std::memcpy(&v, p, 2);
-    return detail::bf16_to_float(v);
-  }
-  }
-  return 0;
+  return detail::visit_dtype(t, [&](auto tag) {
+    typename decltype(tag)::storage v;
+    std::memcpy(&v, p, sizeof v);
+    return tag.to_double(v);
+  });
 }
 
 void from_double(dtype t, double v, std::byte* p) {
-  switch (t) {
-  case dtype::float32: {
-    float x = static_cast<float>(v);
-    std::memcpy(p, &x, 4);
-    break;
-  }
-  case dtype::float64: std::memcpy(p, &v, 8); break;
-  case dtype::int32: {
-    auto x = static_cast<std::int32_t>(v);
-    std::memcpy(p, &x, 4);
-    break;
-  }
-  case dtype::int64: {
-    auto x = static_cast<std::int64_t>(v);
-    std::memcpy(p, &x, 8);
-    break;
-  }
-  case dtype::uint8: *p = static_cast<std::byte>(static_cast<std::uint64_t>(v) & 0xffu); break;
-  case dtype::float16: {
-    auto x = detail::float_to_half(static_cast<float>(v));
-    std::memcpy(p, &x, 2);
-    break;
-  }
-  case dtype::bfloat16: {
-    auto x = detail::float_to_bf16(static_cast<float>(v));
-    std::memcpy(p, &x, 2);
-    break;
-  }
-  }
+  detail::visit_dtype(t, [&](auto tag) {
+    auto const x = tag.from_double(v);
+    std::memcpy(p, &x, sizeof x);
+  });
 }
 
 bool is_16bit_float(dtype t) { return t == dtype::float16 || t == dtype::bfloat16; }
