@@ -38,6 +38,16 @@ struct allocator {
 /// Options of a context. Every rank must pass equivalent options.
 struct context_options {
   allocator alloc; ///< where plan memory comes from (empty: halox's own allocations)
+  /// Bound, in seconds, on every wait of the context's plans (exchanges and the collective
+  /// rounds of plan construction): a wait that lasts longer throws `halox::error`
+  /// (errc::timeout) naming the plan, the peers whose messages have not arrived and the bytes
+  /// outstanding, and prints it on that rank. 0: $HALOX_TIMEOUT, or unbounded when unset.
+  double timeout_seconds = 0.0;
+  /// Every execution first agrees with all ranks (one small all-reduce) that each rank passes
+  /// valid buffers to the same plan in the same direction, so a bad buffer or a rank executing
+  /// another plan is an error on every rank instead of a hang. false: $HALOX_CHECK=1 turns it
+  /// on. Off by default: it costs one all-reduce per execution.
+  bool check_execute = false;
 };
 
 /// Transport resources shared by every plan built from one communicator.
@@ -72,6 +82,10 @@ public:
   [[nodiscard]] int size() const noexcept;
   /// Number of plans built from this context so far (each takes one message tag).
   [[nodiscard]] std::size_t plans_built() const noexcept;
+  /// Effective wait bound in seconds (0: unbounded) and execute-time checking of the context.
+  [[nodiscard]] double timeout_seconds() const noexcept;
+  /// True when plans of the context agree on every execution (see context_options).
+  [[nodiscard]] bool check_execute() const noexcept;
   /// True when the NCCL communicator exists (a device plan with the `nccl` backend was built).
   [[nodiscard]] bool has_nccl() const noexcept;
   /// Bytes currently held by plans of this context, per memory kind (allocated through the

@@ -16,7 +16,8 @@ enum class errc {
   nccl_error,         ///< an NCCL call returned an error
   invalid_state,      ///< an operation was called in the wrong order (wait without start, ...)
   unsupported,        ///< the combination is valid but not available in this build
-  internal            ///< a bug in halox
+  internal,           ///< a bug in halox
+  timeout             ///< a wait exceeded its bound (HALOX_TIMEOUT / timeout_seconds)
 };
 
 /// Human-readable name of an error category.

@@ -39,6 +39,10 @@ struct halo_options {
   /// (at least `workspace_bytes()`) before executing, e.g. from a framework's caching
   /// allocator. When false the plan draws it from its context's allocator at construction.
   bool external_workspace = false;
+  /// Bound on this plan's waits in seconds (0: the context's; see context_options).
+  double timeout_seconds = 0.0;
+  /// Agree with every rank before each execution (false: the context's; see context_options).
+  bool check_execute = false;
 };
 
 /// Opaque stream handle: a `cudaStream_t` for device plans, ignored for host plans.

@@ -33,6 +33,10 @@ struct redistribute_options {
   /// (at least `workspace_bytes()`, which includes the `halo_after` exchange's) before
   /// executing. When false the plan draws it from its context's allocator.
   bool external_workspace = false;
+  /// Bound on this plan's waits in seconds (0: the context's; see context_options).
+  double timeout_seconds = 0.0;
+  /// Agree with every rank before each execution (false: the context's; see context_options).
+  bool check_execute = false;
 };
 
 /// A redistribution of one global tensor from a source distribution to a destination

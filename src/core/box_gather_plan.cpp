@@ -71,6 +71,7 @@ box_gather_plan::box_gather_plan(tensor_desc const& src,
   detail::engine_options eo;
   eo.method = options.method;
   eo.tune = options.tune;
+  eo.label = "box_gather_plan";
   impl_->engine = std::make_unique<detail::plan_engine>(context::of(comm), std::move(sch), eo, key);
 }
 
@@ -84,11 +85,15 @@ void box_gather_plan::execute(tensor_view const& src, void* workspace) {
 }
 
 void box_gather_plan::start(tensor_view const& src, void* workspace) {
-  detail::check_view(src, impl_->desc, "box_gather_plan: source buffer", -1);
-  HALOX_REQUIRE(workspace != nullptr || impl_->mine.empty(), errc::invalid_argument,
-                "box_gather_plan: the workspace is a null pointer but this rank receives " +
-                    std::to_string(workspace_bytes()) +
-                    " bytes; allocate workspace_bytes() and pass it");
+  HALOX_REQUIRE(!impl_->engine->in_flight(), errc::invalid_state,
+                "box_gather_plan: start called while a gather is in flight; call wait() first");
+  impl_->engine->agree_execute(0, [&] {
+    detail::check_view(src, impl_->desc, "box_gather_plan: source buffer", -1);
+    HALOX_REQUIRE(workspace != nullptr || impl_->mine.empty(), errc::invalid_argument,
+                  "box_gather_plan: the workspace is a null pointer but this rank receives " +
+                      std::to_string(workspace_bytes()) +
+                      " bytes; allocate workspace_bytes() and pass it");
+  });
   // The engine's slots are mutable because the same executors also write (reverse exchanges);
   // a gather only reads slot 0.
   impl_->bufs[0] = src.data;

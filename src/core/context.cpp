@@ -4,6 +4,7 @@
 #include <halox/context.hpp>
 #include <halox/error.hpp>
 
+#include <cstdlib>
 #include <sstream>
 
 namespace halox {
@@ -19,12 +20,40 @@ char const* to_string(memory_kind k) noexcept {
 
 namespace {
 
+// $name as seconds (unset or empty: 0); anything but a non-negative number is an error.
+double env_seconds(char const* name) {
+  char const* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return 0.0;
+  char* end = nullptr;
+  double const x = std::strtod(v, &end);
+  HALOX_REQUIRE(end != v && *end == '\0' && x >= 0 && x < 1e9, errc::invalid_argument,
+                std::string("$") + name + "=\"" + v +
+                    "\" is not a number of seconds; set it to e.g. 30 (or unset it for no bound)");
+  return x;
+}
+
+// $name as a switch: unset, "" or "0" off, "1" on; anything else is an error.
+bool env_flag(char const* name) {
+  char const* v = std::getenv(name);
+  if (v == nullptr || *v == '\0' || std::string(v) == "0") return false;
+  HALOX_REQUIRE(std::string(v) == "1", errc::invalid_argument,
+                std::string("$") + name + "=\"" + v + "\" is not 0 or 1; set it to 1 or unset it");
+  return true;
+}
+
 std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const& o) {
+  double timeout = 0.0;
+  bool check = false;
   HALOX_REQUIRE(comm != MPI_COMM_NULL, errc::invalid_argument,
                 "context built on MPI_COMM_NULL; pass the communicator the plans will use");
   detail::collective_check(
       comm, "context",
       [&] {
+        timeout = o.timeout_seconds > 0 ? o.timeout_seconds : env_seconds("HALOX_TIMEOUT");
+        HALOX_REQUIRE(o.timeout_seconds >= 0, errc::invalid_argument,
+                      "context_options::timeout_seconds is " + std::to_string(o.timeout_seconds) +
+                          "; pass a positive number of seconds, or 0 for $HALOX_TIMEOUT / none");
+        check = o.check_execute || env_flag("HALOX_CHECK");
         HALOX_REQUIRE(static_cast<bool>(o.alloc.allocate) == static_cast<bool>(o.alloc.deallocate),
                       errc::invalid_argument,
                       "context_options::alloc has only one of allocate/deallocate set; set both, "
@@ -32,6 +61,8 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
       },
       [&] { return std::uint64_t{o.alloc.allocate ? 1u : 0u}; });
   auto s = std::make_shared<context::state>();
+  s->timeout = timeout;
+  s->check_execute = check;
   HALOX_MPI_CHECK(MPI_Comm_dup(comm, s->comm.out()));
   // An MPI failure on halox's own messages must reach the caller as a halox::error rather than
   // abort the job from inside MPI; communicators created from this one inherit the handler.
@@ -42,6 +73,14 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
   int flag = 0;
   HALOX_MPI_CHECK(MPI_Comm_get_attr(s->comm.get(), MPI_TAG_UB, &ub, &flag));
   if (flag && ub) s->tag_ub = *static_cast<int*>(ub);
+  // Successive contexts start their tags far apart. A message a timed-out plan left undelivered
+  // would otherwise match the first plan of a later context whose communicator MPI built with the
+  // freed one's internal id. Every rank takes the highest count so far, so they agree.
+  static long long contexts = 0;
+  long long index = contexts;
+  HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &index, 1, MPI_LONG_LONG, MPI_MAX, s->comm.get()));
+  contexts = index + 1;
+  s->tag_base = static_cast<std::size_t>(index) * 65536u % static_cast<std::size_t>(s->tag_ub);
   s->alloc = o.alloc;
   return s;
 }
@@ -85,6 +124,8 @@ MPI_Comm context::comm() const noexcept { return state_->comm.get(); }
 int context::rank() const noexcept { return state_->rank; }
 int context::size() const noexcept { return state_->size; }
 std::size_t context::plans_built() const noexcept { return state_->plans; }
+double context::timeout_seconds() const noexcept { return state_->timeout; }
+bool context::check_execute() const noexcept { return state_->check_execute; }
 bool context::has_nccl() const noexcept { return static_cast<bool>(state_->nccl); }
 std::size_t context::bytes_in_use(memory_kind kind) const noexcept {
   return state_->in_use[static_cast<int>(kind)];

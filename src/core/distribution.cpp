@@ -197,6 +197,17 @@ std::string distribution::str() const {
     os << (d ? "|" : "") << options_[d].halo_lo << "," << options_[d].halo_hi
        << (options_[d].periodic ? "p" : "");
   os << ")";
+  // Explicit part sizes distinguish descriptions that are otherwise alike (a mismatch error
+  // would print two identical lines without them); long lists are cut.
+  for (int d = 0; d < ndim(); ++d) {
+    auto const& sz = options_[d].sizes;
+    if (sz.empty()) continue;
+    os << " sizes" << d << "(";
+    std::size_t const shown = sz.size() > 16 ? 16 : sz.size();
+    for (std::size_t i = 0; i < shown; ++i) os << (i ? "," : "") << sz[i];
+    if (shown < sz.size()) os << ",... " << sz.size() << " parts";
+    os << ")";
+  }
   return os.str();
 }
 

@@ -16,6 +16,7 @@ char const* to_string(errc c) noexcept {
   case errc::invalid_state: return "invalid_state";
   case errc::unsupported: return "unsupported";
   case errc::internal: return "internal";
+  case errc::timeout: return "timeout";
   }
   return "unknown";
 }

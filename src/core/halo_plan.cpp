@@ -16,17 +16,19 @@ struct halo_plan::impl {
   std::vector<void*> bufs; // slot pointers of the exchange in flight (sized at plan time)
 
   // Runs on every execution: no allocation (no vector of views, no message unless it throws).
-  void bind(tensor_view const* vs, std::size_t n) {
-    HALOX_REQUIRE(n == descs.size(), errc::invalid_argument,
-                  std::to_string(n) + " buffers passed to a halo plan of " +
-                      std::to_string(descs.size()) + " tensors; pass one per planned tensor");
+  void bind(tensor_view const* vs, std::size_t n, bool reverse) {
     HALOX_REQUIRE(!engine->in_flight(), errc::invalid_state,
                   "start called while an exchange of this plan is still in flight; call wait() "
                   "first");
-    for (std::size_t i = 0; i < n; ++i) {
-      detail::check_view(vs[i], descs[i], "buffer", n == 1 ? -1 : static_cast<int>(i));
-      bufs[i] = vs[i].data;
-    }
+    engine->agree_execute(reverse ? 1 : 0, [&] {
+      HALOX_REQUIRE(n == descs.size(), errc::invalid_argument,
+                    std::to_string(n) + " buffers passed to a halo plan of " +
+                        std::to_string(descs.size()) + " tensors; pass one per planned tensor");
+      for (std::size_t i = 0; i < n; ++i) {
+        detail::check_view(vs[i], descs[i], "buffer", n == 1 ? -1 : static_cast<int>(i));
+        bufs[i] = vs[i].data;
+      }
+    });
   }
 };
 
@@ -85,6 +87,16 @@ halo_plan::halo_plan(context const& ctx, std::vector<tensor_desc> const& tensors
       [&] {
         for (auto const& t : tensors) key = (key ^ t.dist().hash()) * 1099511628211ull;
         return key;
+      },
+      [&] {
+        std::string d = std::string("backend=") + to_string(options.method) +
+                        "; memory=" + (options.memory == memory_space::host ? "host" : "device") +
+                        "; boundary=" +
+                        (options.boundary == boundary_fill::constant ? "constant" : "untouched") +
+                        "; tensors=" + std::to_string(tensors.size());
+        for (std::size_t i = 0; i < tensors.size(); ++i)
+          d += "; tensor " + std::to_string(i) + "=" + tensors[i].dist().str();
+        return d;
       });
   impl_->descs = tensors;
   impl_->bufs.assign(tensors.size(), nullptr);
@@ -98,6 +110,9 @@ halo_plan::halo_plan(context const& ctx, std::vector<tensor_desc> const& tensors
   eo.fill_value = options.fill_value;
   eo.tune = options.tune;
   eo.external_workspace = options.external_workspace;
+  eo.timeout = options.timeout_seconds;
+  eo.check_execute = options.check_execute;
+  eo.label = "halo_plan";
   impl_->engine = std::make_unique<detail::plan_engine>(ctx, std::move(sch), eo, key);
 }
 
@@ -114,17 +129,17 @@ void halo_plan::execute(std::vector<tensor_view> const& vs, stream_handle stream
   wait(stream);
 }
 void halo_plan::start(tensor_view const& v, stream_handle stream) {
-  impl_->bind(&v, 1);
+  impl_->bind(&v, 1, false);
   impl_->engine->start(impl_->bufs.data(), false, detail::combine_op::replace, stream);
 }
 void halo_plan::start(std::vector<tensor_view> const& vs, stream_handle stream) {
-  impl_->bind(vs.data(), vs.size());
+  impl_->bind(vs.data(), vs.size(), false);
   impl_->engine->start(impl_->bufs.data(), false, detail::combine_op::replace, stream);
 }
 void halo_plan::wait(stream_handle stream) { impl_->engine->wait(stream); }
 
 void halo_plan::execute_reverse(tensor_view const& v, reduce_op op, stream_handle stream) {
-  impl_->bind(&v, 1);
+  impl_->bind(&v, 1, true);
   impl_->engine->start(impl_->bufs.data(), true, detail::to_combine(op), stream);
   wait(stream);
 }
@@ -135,7 +150,7 @@ void halo_plan::execute_reverse(std::vector<tensor_view> const& vs, reduce_op op
 }
 void halo_plan::start_reverse(std::vector<tensor_view> const& vs, reduce_op op,
                               stream_handle stream) {
-  impl_->bind(vs.data(), vs.size());
+  impl_->bind(vs.data(), vs.size(), true);
   impl_->engine->start(impl_->bufs.data(), true, detail::to_combine(op), stream);
 }
 

@@ -1,5 +1,7 @@
 #include "core/plan_engine.hpp"
 
+#include "core/collective_check.hpp"
+
 #include <halox/error.hpp>
 
 #include <algorithm>
@@ -51,14 +53,24 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
   cfg_.tag = cfg_.ctx->next_tag();
   cfg_.memory = o.memory;
   cfg_.fill_value = o.fill_value;
+  cfg_.timeout = o.timeout > 0 ? o.timeout : cfg_.ctx->timeout;
+  cfg_.label = o.label;
+  check_ = o.check_execute || cfg_.ctx->check_execute;
   agree_on_tag(cfg_.comm, cfg_.tag);
   selection sel = select_backend(o.method, forward_, cfg_, o.tune, key);
   selected_ = sel.chosen;
   report_ = std::move(sel.report);
-  fwd_ = make_executor(selected_, forward_, cfg_);
-  // Built now, not on the first reverse exchange: building may be collective (a topology, an
-  // NCCL communicator), which must never happen inside start/wait.
-  rev_ = make_executor(selected_, forward_.reversed(), cfg_);
+  // Both directions are built now, not on the first reverse exchange: building may be
+  // collective (a topology, an NCCL communicator), which must never happen inside start/wait.
+  // A rank that cannot build them (a count over MPI's int range, memory) must not leave the
+  // others waiting: all agree first.
+  collective_check(
+      cfg_.comm, std::string(o.label) + ": the " + to_string(selected_) + " executor",
+      [&] {
+        fwd_ = make_executor(selected_, forward_, cfg_);
+        rev_ = make_executor(selected_, forward_.reversed(), cfg_);
+      },
+      [] { return std::uint64_t{0}; });
   if (!external_) {
     auto const ws = workspace_bytes();
     own_.reserve(cfg_.ctx, {ws.host, ws.pinned_host, ws.device});
@@ -115,8 +127,30 @@ void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* st
                 "start called while an exchange of this plan is still in flight; call wait() "
                 "first");
   executor* e = reverse ? rev_.get() : fwd_.get();
-  e->start(bufs, reverse ? op : combine_op::replace, stream);
+  e->start(bufs, reverse ? op : combine_op::replace, stream, reverse);
   active_ = e;
+}
+
+void plan_engine::agree_execute_round(int direction, std::exception_ptr const& local) {
+  int rank = 0;
+  HALOX_MPI_CHECK(MPI_Comm_rank(cfg_.comm, &rank));
+  long long const key = 2LL * cfg_.tag + direction;
+  long long in[3] = {local ? rank + 1LL : 0LL, key, -key}, out[3] = {0, 0, 0};
+  MPI_Request req = MPI_REQUEST_NULL;
+  HALOX_MPI_CHECK(MPI_Iallreduce(in, out, 3, MPI_LONG_LONG, MPI_MAX, cfg_.comm, &req));
+  wait_bounded(req, cfg_.timeout, "the execute-time check (HALOX_CHECK) of a plan");
+  if (local) std::rethrow_exception(local);
+  if (out[0] != 0)
+    throw error(errc::invalid_argument,
+                std::string(cfg_.label) + " execution: rank " + std::to_string(out[0] - 1) +
+                    " of the plan's communicator passed invalid buffers (see the error printed "
+                    "there); nothing was sent");
+  if (out[1] != in[1] || out[2] != in[2])
+    throw error(errc::inconsistent_ranks,
+                std::string(cfg_.label) + " execution: this rank runs plan tag " +
+                    std::to_string(cfg_.tag) + (direction ? " in reverse" : " forward") +
+                    " but other ranks run another plan or the other direction; execute the same "
+                    "plans in the same order on every rank");
 }
 
 void plan_engine::wait(void* stream) {

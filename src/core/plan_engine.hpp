@@ -9,6 +9,7 @@
 #include <halox/context.hpp>
 #include <halox/halo.hpp>
 
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,9 @@ struct engine_options {
   double fill_value = 0.0;
   tune_options tune;
   bool external_workspace = false; ///< the caller binds the workspace with set_workspace
+  double timeout = 0.0;            ///< 0: the context's
+  bool check_execute = false;      ///< or the context's
+  char const* label = "plan";      ///< the public plan type, for messages
 };
 
 class plan_engine {
@@ -33,6 +37,24 @@ public:
   ~plan_engine();
   plan_engine(plan_engine const&) = delete;
   plan_engine& operator=(plan_engine const&) = delete;
+
+  /// Runs `validate` (the caller's checks of the buffers of one execution). With execute-time
+  /// checking on, every rank then agrees, in one bounded all-reduce, that all ranks' buffers are
+  /// valid and that all execute this plan in the same direction (0 forward, 1 reverse/inverse):
+  /// otherwise every rank throws. Off, `validate` runs alone, and nothing is allocated.
+  template <class Validate> void agree_execute(int direction, Validate&& validate) {
+    if (!check_) {
+      validate();
+      return;
+    }
+    std::exception_ptr local;
+    try {
+      validate();
+    } catch (...) {
+      local = std::current_exception();
+    }
+    agree_execute_round(direction, local);
+  }
 
   /// Begins an exchange (forward, or reverse combining with `op`).
   void start(void* const* bufs, bool reverse, combine_op op, void* stream);
@@ -60,7 +82,10 @@ public:
   [[nodiscard]] std::string summary() const;
 
 private:
+  void agree_execute_round(int direction, std::exception_ptr const& local);
+
   context ctx_;
+  bool check_ = false;
   schedule forward_;
   exec_config cfg_;
   backend selected_ = backend::mpi_pack;

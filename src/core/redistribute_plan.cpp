@@ -144,7 +144,7 @@ struct redistribute_plan::impl {
              redistribute_options const& o, bool same_processes);
   workspace_size workspace_bytes() const noexcept;
   void set_workspace(workspace const& w);
-  void bind(tensor_view const& s, tensor_view const& d);
+  void bind(tensor_view const& s, tensor_view const& d, bool inverse);
   void begin(tensor_view const& s, tensor_view const& d, bool inverse, stream_handle stream);
   void finish(stream_handle stream);
 };
@@ -179,7 +179,16 @@ void redistribute_plan::impl::build(context const& ctx, MPI_Comm parent, tensor_
         if (s) src_map = ranks_in_parent(s->grid().comm(), parent, "source");
         if (d) dst_map = ranks_in_parent(d->grid().comm(), parent, "destination");
       },
-      [&] { return options_hash(o); });
+      [&] { return options_hash(o); },
+      [&] {
+        std::string text = std::string("backend=") + to_string(o.method) +
+                           "; memory=" + (o.memory == memory_space::host ? "host" : "device") +
+                           "; halo_after=" + (o.halo_after ? "yes" : "no");
+        if (o.halo_after)
+          text += std::string("; halo backend=") + to_string(o.halo.method) + "; halo boundary=" +
+                  (o.halo.boundary == boundary_fill::constant ? "constant" : "untouched");
+        return text;
+      });
 
   // Each process's rank in both grids: who forms each grid, and the rank maps, for everyone.
   int np = 0;
@@ -225,11 +234,16 @@ void redistribute_plan::impl::build(context const& ctx, MPI_Comm parent, tensor_
   eo.memory = o.memory;
   eo.tune = o.tune;
   eo.external_workspace = true; // this plan lays out and binds the whole workspace itself
+  eo.timeout = o.timeout_seconds;
+  eo.check_execute = o.check_execute;
+  eo.label = "redistribute_plan";
   engine = std::make_unique<detail::plan_engine>(ctx, std::move(sch), eo, key);
   // Collective over the destination grid only: every member is here (checked above).
   if (o.halo_after && d) {
     halo_options ho = o.halo;
     ho.external_workspace = true;
+    if (ho.timeout_seconds <= 0) ho.timeout_seconds = o.timeout_seconds;
+    ho.check_execute = ho.check_execute || o.check_execute;
     halo.emplace(*d, ho);
   }
   if (!o.external_workspace) {
@@ -287,28 +301,30 @@ void redistribute_plan::impl::set_workspace(workspace const& w) {
   }
 }
 
-void redistribute_plan::impl::bind(tensor_view const& s, tensor_view const& d) {
-  bufs[0] = bufs[1] = nullptr;
-  skip = false;
-  if (src) {
-    detail::check_view(s, *src, "source buffer", -1);
-    bufs[0] = s.data;
-  }
-  if (dst) {
-    detail::check_view(d, *dst, "destination buffer", -1);
-    bufs[1] = d.data;
-  }
-  if (!src || !dst) return;
-  auto const a = reinterpret_cast<std::uintptr_t>(bufs[0]);
-  auto const b = reinterpret_cast<std::uintptr_t>(bufs[1]);
-  std::size_t const na = src->local_bytes(), nb = dst->local_bytes();
-  if (na == 0 || nb == 0 || a >= b + nb || b >= a + na) return;
-  // Overlap is safe only when the copy runs here: it is packed whole before being unpacked.
-  HALOX_REQUIRE(local_only, errc::invalid_argument,
-                "the source and destination buffers overlap on this rank, but this "
-                "redistribution exchanges messages and cannot run in place; pass a separate "
-                "destination buffer");
-  skip = a == b && identity;
+void redistribute_plan::impl::bind(tensor_view const& s, tensor_view const& d, bool inverse) {
+  engine->agree_execute(inverse ? 1 : 0, [&] {
+    bufs[0] = bufs[1] = nullptr;
+    skip = false;
+    if (src) {
+      detail::check_view(s, *src, "source buffer", -1);
+      bufs[0] = s.data;
+    }
+    if (dst) {
+      detail::check_view(d, *dst, "destination buffer", -1);
+      bufs[1] = d.data;
+    }
+    if (!src || !dst) return;
+    auto const a = reinterpret_cast<std::uintptr_t>(bufs[0]);
+    auto const b = reinterpret_cast<std::uintptr_t>(bufs[1]);
+    std::size_t const na = src->local_bytes(), nb = dst->local_bytes();
+    if (na == 0 || nb == 0 || a >= b + nb || b >= a + na) return;
+    // Overlap is safe only when the copy runs here: it is packed whole before being unpacked.
+    HALOX_REQUIRE(local_only, errc::invalid_argument,
+                  "the source and destination buffers overlap on this rank, but this "
+                  "redistribution exchanges messages and cannot run in place; pass a separate "
+                  "destination buffer");
+    skip = a == b && identity;
+  });
 }
 
 void redistribute_plan::impl::begin(tensor_view const& s, tensor_view const& d, bool inverse,
@@ -317,7 +333,7 @@ void redistribute_plan::impl::begin(tensor_view const& s, tensor_view const& d, 
   HALOX_REQUIRE(in_flight == phase::idle, errc::invalid_state,
                 "start called while a redistribution of this plan is still in flight; call "
                 "wait() first");
-  bind(s, d);
+  bind(s, d, inverse);
   pending_dst = d;
   if (!local_only) engine->start(bufs, inverse, detail::combine_op::replace, stream);
   in_flight = inverse ? phase::inverse : phase::forward;

@@ -2,6 +2,7 @@
 #include <halox/tensor_desc.hpp>
 
 #include "core/collective_check.hpp"
+#include "core/describe_fields.hpp"
 
 #include <memory>
 #include <optional>
@@ -20,7 +21,7 @@ distribution checked(process_grid const& grid, std::vector<index_t>&& shape, dty
         dist.emplace(std::move(shape), type, grid.dims(), std::move(options));
         if (!strides.empty()) validate_strides(dist->local_shape(grid.rank()), strides);
       },
-      [&] { return dist->hash(); });
+      [&] { return dist->hash(); }, [&] { return detail::describe_fields(*dist); });
   return std::move(*dist);
 }
 } // namespace

@@ -45,7 +45,7 @@ void context::state::deallocate(void* p, std::size_t bytes, memory_kind kind) no
 
 int context::state::next_tag() noexcept {
   ++plans;
-  return 1 + static_cast<int>((plans - 1) % static_cast<std::size_t>(tag_ub));
+  return 1 + static_cast<int>((tag_base + plans - 1) % static_cast<std::size_t>(tag_ub));
 }
 
 } // namespace halox

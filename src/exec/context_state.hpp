@@ -16,11 +16,14 @@ struct halox::context::state {
   int size = 1;
   int tag_ub = 32767;
   std::size_t plans = 0;
+  std::size_t tag_base = 0;            ///< where this context's tags start (see make_state)
   allocator alloc;                     ///< empty: halox's own allocations
   std::array<std::size_t, 3> in_use{}; ///< bytes held, per memory_kind
   /// The NCCL communicator (an owner of ncclComm_t, type-erased so that this header needs no
   /// NCCL); created by the first nccl executor, at plan construction.
   std::shared_ptr<void> nccl;
+  double timeout = 0.0;       ///< seconds, 0: unbounded (options or $HALOX_TIMEOUT)
+  bool check_execute = false; ///< options or $HALOX_CHECK=1
 
   /// Allocates through the allocator (or halox's own); throws `halox::error` on failure.
   void* allocate(std::size_t bytes, memory_kind kind);

@@ -4,8 +4,10 @@
 
 #include <halox/error.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <string>
 
 namespace halox::detail {
@@ -34,12 +36,126 @@ void workspace_memory::orphan() noexcept {
   for (auto& b : blocks_) b.orphan();
 }
 
-void executor::start(void* const* bufs, combine_op op, void* stream) {
+namespace {
+using clock_type = std::chrono::steady_clock;
+
+clock_type::time_point deadline_after(double seconds) {
+  return clock_type::now() +
+         std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+}
+} // namespace
+
+void wait_bounded(MPI_Request& req, double timeout, char const* what) {
+  if (timeout <= 0) {
+    HALOX_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    return;
+  }
+  auto const until = deadline_after(timeout);
+  for (;;) {
+    int done = 0;
+    HALOX_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (clock_type::now() > until) {
+      std::string const msg =
+          std::string(what) + " did not complete within " + std::to_string(timeout) +
+          " s: a rank of the communicator has not reached the same call (it failed, or builds "
+          "plans in another order); raise HALOX_TIMEOUT if the ranks are only slow";
+      std::fprintf(stderr, "halox: %s\n", msg.c_str());
+      throw error(errc::timeout, msg);
+    }
+  }
+}
+
+void executor::wait_all(std::size_t first, std::size_t n) {
+  if (n == 0) return;
+  if (cfg_.timeout <= 0) {
+    HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(n), reqs_.data() + first, MPI_STATUSES_IGNORE));
+    return;
+  }
+  auto const until = deadline_after(cfg_.timeout);
+  for (;;) {
+    bool all = true;
+    for (std::size_t i = first; i < first + n; ++i) {
+      if (done_[i]) continue;
+      int flag = 0;
+      HALOX_MPI_CHECK(MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE));
+      if (flag)
+        done_[i] = 1;
+      else
+        all = false;
+    }
+    if (all) return;
+    if (clock_type::now() > until) throw_timeout(first, n);
+  }
+}
+
+int executor::wait_any(std::size_t first, std::size_t n) {
+  if (n == 0) return MPI_UNDEFINED;
+  if (cfg_.timeout <= 0) {
+    int idx = MPI_UNDEFINED;
+    HALOX_MPI_CHECK(
+        MPI_Waitany(static_cast<int>(n), reqs_.data() + first, &idx, MPI_STATUS_IGNORE));
+    return idx;
+  }
+  auto const until = deadline_after(cfg_.timeout);
+  for (;;) {
+    bool left = false;
+    for (std::size_t i = first; i < first + n; ++i) {
+      if (done_[i]) continue;
+      left = true;
+      int flag = 0;
+      HALOX_MPI_CHECK(MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE));
+      if (flag) {
+        done_[i] = 1;
+        return static_cast<int>(i - first);
+      }
+    }
+    if (!left) return MPI_UNDEFINED;
+    if (clock_type::now() > until) throw_timeout(first, n);
+  }
+}
+
+void executor::throw_timeout(std::size_t first, std::size_t n) {
+  std::string recvs, sends;
+  std::size_t rbytes = 0, sbytes = 0;
+  for (std::size_t i = first; i < first + n; ++i) {
+    if (done_[i] || i >= info_.size()) continue;
+    auto const& r = info_[i];
+    std::string const who =
+        (r.peer < 0 ? std::string("the collective") : "rank " + std::to_string(r.peer)) + " (" +
+        std::to_string(r.bytes) + " B)";
+    std::string& list = r.recv ? recvs : sends;
+    list += (list.empty() ? "" : ", ") + who;
+    (r.recv ? rbytes : sbytes) += r.bytes;
+  }
+  int rank = 0;
+  MPI_Comm_rank(cfg_.comm, &rank);
+  std::string msg = std::string(cfg_.label) + (reverse_ ? " (reverse/inverse)" : "") +
+                    " with message tag " + std::to_string(cfg_.tag) + " (backend " +
+                    to_string(kind()) + ") timed out after " + std::to_string(cfg_.timeout) +
+                    " s on rank " + std::to_string(rank) + " of its communicator:";
+  if (!recvs.empty())
+    msg += " no message yet from " + recvs + ", " + std::to_string(rbytes) + " B outstanding;";
+  if (!sends.empty())
+    msg += " sends not completed to " + sends + ", " + std::to_string(sbytes) + " B;";
+  msg += " a peer has not called start/execute of this plan, failed before sending, or is "
+         "executing another plan (HALOX_CHECK=1 makes every rank agree on that first); raise "
+         "HALOX_TIMEOUT (timeout_seconds) if the peers are only slow";
+  std::fprintf(stderr, "halox: %s\n", msg.c_str());
+  throw error(errc::timeout, msg);
+}
+
+void executor::start(void* const* bufs, combine_op op, void* stream, bool reverse) {
   HALOX_REQUIRE(bound_, errc::invalid_state,
                 "the plan has no workspace; call set_workspace() with at least "
                 "workspace_bytes() before executing a plan built with external_workspace");
   bufs_ = bufs;
   op_ = op;
+  reverse_ = reverse;
+  if (cfg_.timeout > 0) {
+    if (done_.size() != reqs_.size()) done_.assign(reqs_.size(), 0); // plan time: first start
+    std::fill(done_.begin(), done_.end(), 0);
+  }
   in_flight_ = true;
   try {
     post(stream);
@@ -53,6 +169,10 @@ void executor::start(void* const* bufs, combine_op op, void* stream) {
 void executor::wait(void* stream) {
   try {
     complete(stream);
+  } catch (error const& e) {
+    // After a timeout the peers are known not to take part: cancel at once.
+    (void)abandon(e.code() == errc::timeout ? 0.0 : 1.0);
+    throw;
   } catch (...) {
     (void)abandon();
     throw;
@@ -67,7 +187,7 @@ void executor::bind_workspace(workspace_bases const& bases) {
   on_bind();
 }
 
-bool executor::abandon() noexcept {
+bool executor::abandon(double grace) noexcept {
   in_flight_ = false;
   if (!mpi_alive()) return true;
   auto const n = static_cast<int>(reqs_.size());
@@ -82,11 +202,11 @@ bool executor::abandon() noexcept {
     return false;
   };
   // Peers that still take part complete the exchange within moments.
-  if (all_done(1.0)) return true;
+  if (all_done(grace)) return true;
   if (collective_requests()) return false; // a nonblocking collective cannot be cancelled
   for (auto& r : reqs_)
     if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
-  if (all_done(1.0)) return true;
+  if (all_done(grace > 0 ? grace : 0.2)) return true;
   return false;
 }
 

@@ -28,8 +28,22 @@ struct exec_config {
   MPI_Comm comm = MPI_COMM_NULL;      ///< the communicator messages travel on (ctx->comm)
   int tag = 0;                        ///< the plan's message tag on it
   memory_space memory = memory_space::host;
-  double fill_value = 0.0; ///< value for the schedule's fill regions
+  double fill_value = 0.0;    ///< value for the schedule's fill regions
+  double timeout = 0.0;       ///< seconds a wait may last before it throws (0: unbounded)
+  char const* label = "plan"; ///< what the plan is, for error messages ("halo_plan", ...)
 };
+
+/// What one request of an exchange moves, for the watchdog's report.
+struct request_info {
+  int peer = -1;         ///< rank in the plan's communicator (-1: a collective over all)
+  std::size_t bytes = 0; ///< bytes it moves
+  bool recv = true;      ///< a receive (or a collective's incoming half)
+};
+
+/// Waits for `req` for at most `timeout` seconds (0: unbounded, a plain MPI_Wait); on expiry
+/// throws `halox::error` (errc::timeout) with `what()` + " did not complete". For the collective
+/// rounds of plan construction (autotuning), which post nonblocking collectives.
+void wait_bounded(MPI_Request& req, double timeout, char const* what);
 
 /// Offsets of the areas an executor reserved in a workspace, per kind of memory.
 class workspace_layout {
@@ -79,7 +93,7 @@ public:
   /// Begins the exchange on the slot buffers `bufs` (valid until `wait` returns); received
   /// values are combined with `op`. `stream` is a cudaStream_t for device backends (ignored on
   /// the host). The workspace must be bound.
-  void start(void* const* bufs, combine_op op, void* stream);
+  void start(void* const* bufs, combine_op op, void* stream, bool reverse = false);
   /// Completes it: after return (host) or after the stream reaches this point (device), every
   /// received region, local copy and fill is in place.
   void wait(void* stream);
@@ -87,7 +101,7 @@ public:
   /// unwinds past it): gives the messages a grace period to complete, then cancels what is
   /// still pending. Returns false when a request could be neither completed nor cancelled;
   /// the workspace must then stay allocated (MPI may still access it).
-  [[nodiscard]] bool abandon() noexcept;
+  [[nodiscard]] bool abandon(double grace = 1.0) noexcept;
   /// True between `start` and the end of `wait`.
   [[nodiscard]] bool in_flight() const noexcept { return in_flight_; }
 
@@ -119,6 +133,16 @@ protected:
   /// True when the requests are of a nonblocking collective (they cannot be cancelled).
   [[nodiscard]] virtual bool collective_requests() const noexcept { return false; }
 
+  /// Completes requests [first, first + n) of `reqs_`, within the plan's timeout when it has one
+  /// (then every request needs its `info_` entry, which names it in the error).
+  void wait_all(std::size_t first, std::size_t n);
+  /// Completes one of requests [first, first + n) not yet returned by this exchange and returns
+  /// its index (relative to first), within the timeout; MPI_UNDEFINED when none is left.
+  int wait_any(std::size_t first, std::size_t n);
+  /// Describes requests (index, what they move) for the watchdog: fill at construction, one
+  /// entry per `reqs_` entry.
+  std::vector<request_info> info_;
+
   /// Reserves a workspace area at construction; returns its offset.
   std::size_t reserve(memory_kind k, std::size_t bytes) { return layout_.reserve(k, bytes); }
   /// Address of a reserved area of the bound workspace.
@@ -135,8 +159,12 @@ protected:
   combine_op op_ = combine_op::replace;
 
 private:
+  [[noreturn]] void throw_timeout(std::size_t first, std::size_t n);
+
   workspace_layout layout_;
   workspace_bases ws_{};
+  std::vector<char> done_; // per request, with a timeout: returned by wait_any / completed
+  bool reverse_ = false;   // direction of the exchange in flight, for messages
   bool bound_ = false;
   bool in_flight_ = false;
 };

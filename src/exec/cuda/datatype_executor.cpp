@@ -29,6 +29,11 @@ public:
     stream_area_ = reserve(memory_kind::device, pack_.stream_bytes());
     nrecv_ = recv_types_.total_parts();
     reqs_.assign(nrecv_ + send_types_.total_parts(), MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
+      for (auto const& p : recv_types_.parts(i)) info_.push_back({sched_.recvs[i].peer, p.bytes});
+    for (std::size_t i = 0; i < sched_.sends.size(); ++i)
+      for (auto const& p : send_types_.parts(i))
+        info_.push_back({sched_.sends[i].peer, p.bytes, false});
   }
 
   [[nodiscard]] backend kind() const noexcept override { return backend::device_mpi_datatype; }
@@ -74,14 +79,10 @@ protected:
   void complete(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
     order_.join(st);
-    if (nrecv_ > 0)
-      HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(nrecv_), reqs_.data(), MPI_STATUSES_IGNORE));
+    wait_all(0, nrecv_);
     pack_.unpack(bufs_, op_, st, op_ != combine_op::replace);
     order_.unpacked(st);
-    std::size_t const ns = reqs_.size() - nrecv_;
-    if (ns > 0)
-      HALOX_MPI_CHECK(
-          MPI_Waitall(static_cast<int>(ns), reqs_.data() + nrecv_, MPI_STATUSES_IGNORE));
+    wait_all(nrecv_, reqs_.size() - nrecv_);
   }
 
 private:

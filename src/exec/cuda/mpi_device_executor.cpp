@@ -35,6 +35,8 @@ public:
       host_area_ =
           reserve(memory_kind::pinned_host, static_cast<std::size_t>(l.recv_lo + l.recv_bytes));
     reqs_.assign(sched_.recvs.size() + sched_.sends.size(), MPI_REQUEST_NULL);
+    for (auto const& m : sched_.recvs) info_.push_back({m.peer, m.bytes, true});
+    for (auto const& m : sched_.sends) info_.push_back({m.peer, m.bytes, false});
   }
 
   [[nodiscard]] backend kind() const noexcept override {
@@ -77,7 +79,7 @@ protected:
     std::size_t const nr = sched_.recvs.size();
     order_.join(st);
     if (nr > 0) {
-      HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(nr), reqs_.data(), MPI_STATUSES_IGNORE));
+      wait_all(0, nr);
       if (staged_)
         HALOX_CUDA_CHECK(cudaMemcpyAsync(pack_.stream() + l.recv_lo, host_base() + l.recv_lo,
                                          static_cast<std::size_t>(l.recv_bytes),
@@ -85,9 +87,7 @@ protected:
     }
     pack_.unpack(bufs_, op_, st);
     order_.unpacked(st);
-    if (!sched_.sends.empty())
-      HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(sched_.sends.size()), reqs_.data() + nr,
-                                  MPI_STATUSES_IGNORE));
+    wait_all(nr, sched_.sends.size());
   }
 
 private:

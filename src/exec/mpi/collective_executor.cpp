@@ -78,6 +78,7 @@ public:
     }
     if (neighbor) make_graph();
     reqs_.assign(1, MPI_REQUEST_NULL);
+    info_.push_back({-1, rbytes, true});
   }
 
   [[nodiscard]] backend kind() const noexcept override { return kind_; }
@@ -99,7 +100,7 @@ protected:
   }
 
   void receive() override {
-    HALOX_MPI_CHECK(MPI_Wait(&reqs_[0], MPI_STATUS_IGNORE));
+    wait_all(0, 1);
     std::byte const* const rbuf = ws(memory_kind::host, recv_);
     for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
       unpack_message(sched_, sched_.recvs[i], bufs_, rbuf + roff_[i], op_);
@@ -160,6 +161,7 @@ public:
     stypes_ = mpi_array(n, MPI_Datatype(MPI_BYTE));
     rtypes_ = mpi_array(n, MPI_Datatype(MPI_BYTE));
     reqs_.assign(1, MPI_REQUEST_NULL);
+    info_.push_back({-1, sched_.recv_bytes(), true});
     bound_.assign(sched_.slots.size(), nullptr);
   }
 
@@ -191,7 +193,7 @@ protected:
   }
 
   void receive() override {
-    HALOX_MPI_CHECK(MPI_Wait(&reqs_[0], MPI_STATUS_IGNORE));
+    wait_all(0, 1);
     if (op_ != combine_op::replace)
       for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
         unpack_message(sched_, sched_.recvs[i], bufs_, ws(memory_kind::host, landing_) + roff_[i],

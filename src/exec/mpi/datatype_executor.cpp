@@ -30,6 +30,11 @@ public:
     landing_ = reserve(memory_kind::host, total);
     nrecv_ = recv_types_.total_parts();
     reqs_.assign(nrecv_ + send_types_.total_parts(), MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
+      for (auto const& p : recv_types_.parts(i)) info_.push_back({sched_.recvs[i].peer, p.bytes});
+    for (std::size_t i = 0; i < sched_.sends.size(); ++i)
+      for (auto const& p : send_types_.parts(i))
+        info_.push_back({sched_.sends[i].peer, p.bytes, false});
   }
 
   [[nodiscard]] backend kind() const noexcept override { return backend::mpi_datatype; }
@@ -59,16 +64,12 @@ protected:
   }
 
   void receive() override {
-    if (nrecv_ > 0)
-      HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(nrecv_), reqs_.data(), MPI_STATUSES_IGNORE));
+    wait_all(0, nrecv_);
     if (op_ != combine_op::replace)
       for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
         unpack_message(sched_, sched_.recvs[i], bufs_, ws(memory_kind::host, landing_) + roff_[i],
                        op_);
-    std::size_t const ns = reqs_.size() - nrecv_;
-    if (ns > 0)
-      HALOX_MPI_CHECK(
-          MPI_Waitall(static_cast<int>(ns), reqs_.data() + nrecv_, MPI_STATUSES_IGNORE));
+    wait_all(nrecv_, reqs_.size() - nrecv_);
   }
 
 private:

@@ -34,6 +34,8 @@ p2p_executor::p2p_executor(schedule s, exec_config const& cfg, bool persistent)
   }
   recv_area_ = reserve(memory_kind::host, total);
   reqs_.assign(sched_.recvs.size() + sched_.sends.size(), MPI_REQUEST_NULL);
+  for (auto const& m : sched_.recvs) info_.push_back({m.peer, m.bytes, true});
+  for (auto const& m : sched_.sends) info_.push_back({m.peer, m.bytes, false});
 }
 
 void p2p_executor::on_bind() {
@@ -97,15 +99,13 @@ void p2p_executor::receive() {
   std::byte* const rbase = ws(memory_kind::host, recv_area_);
   // Unpack each message as it lands.
   for (std::size_t done = 0; done < nr; ++done) {
-    int idx = MPI_UNDEFINED;
-    HALOX_MPI_CHECK(MPI_Waitany(static_cast<int>(nr), reqs_.data(), &idx, MPI_STATUS_IGNORE));
+    int const idx = wait_any(0, nr);
     if (idx == MPI_UNDEFINED) break;
     if (persistent_) reqs_[idx] = MPI_REQUEST_NULL; // the persistent handle stays owned
     bool const inplace = !persistent_ && recv_inplace_[idx] && op_ == combine_op::replace;
     if (!inplace) unpack_message(sched_, sched_.recvs[idx], bufs_, rbase + roff_[idx], op_);
   }
-  if (ns > 0)
-    HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(ns), reqs_.data() + nr, MPI_STATUSES_IGNORE));
+  wait_all(nr, ns);
   if (persistent_)
     for (auto& r : reqs_) r = MPI_REQUEST_NULL;
 }
