@@ -48,11 +48,13 @@ void wait_bounded(MPI_Request& req, double timeout, char const* what);
 /// Offsets of the areas an executor reserved in a workspace, per kind of memory.
 class workspace_layout {
 public:
-  /// Reserves `bytes` of `kind` (64-byte aligned) and returns its offset.
+  /// Reserves `bytes` of `kind` (64-byte aligned) and returns its offset. Every area, even an
+  /// empty one, gets an address of its own: MPI libraries take a collective's send buffer equal
+  /// to its receive buffer for MPI_IN_PLACE (Open MPI's libnbc does).
   std::size_t reserve(memory_kind kind, std::size_t bytes) {
     auto& end = end_[static_cast<int>(kind)];
     std::size_t const at = end;
-    end += (bytes + 63) / 64 * 64;
+    end += bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
     return at;
   }
   /// Bytes of `kind` the reservations need.

@@ -14,6 +14,7 @@
 
 #include "exec/cpu/pack.hpp"
 #include "exec/cuda/device_pack.hpp"
+#include "owned_pack.hpp"
 #include "plan/halo_planner.hpp"
 
 #include "exec/cuda/cuda_handle.hpp"
@@ -168,7 +169,8 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 1000003);
       unique_device_memory dev = make_device_memory(host.size() * 4);
       HALOX_CUDA_CHECK(cudaMemcpy(dev.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice));
-      device_pack dp(c.s, {});
+      owned_device_pack owned_dp(c.s, {});
+      device_pack& dp = owned_dp.dp;
       bool const ok = verify(c, host, dp, dev.get(), st.get());
       all_ok = all_ok && ok;
       void* bufs[] = {dev.get()};

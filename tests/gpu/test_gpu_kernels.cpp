@@ -7,6 +7,7 @@
 
 #include "exec/cpu/pack.hpp"
 #include "exec/cuda/device_pack.hpp"
+#include "owned_pack.hpp"
 #include "plan/halo_planner.hpp"
 
 #include "exec/cuda/cuda_handle.hpp"
@@ -100,7 +101,8 @@ void check_schedule(std::mt19937& rng, schedule const& s, combine_op op) {
   std::vector<std::vector<unsigned char>> host;
   small_values(rng, s, host);
   device_slots dev(host);
-  device_pack dp(s, {true, true, 7.0});
+  owned_device_pack owned_dp(s, {true, true, 7.0});
+  device_pack& dp = owned_dp.dp;
   auto const& l = dp.layout();
   // Pack, and compare the whole stream with the CPU's packing.
   cudaStream_t st = nullptr;
@@ -208,7 +210,8 @@ TEST_F(DeviceKernels, RandomSchedulesMatchCpuPack) {
 TEST_F(DeviceKernels, HostMemoryIsRejectedWithAClearError) {
   schedule const s = plan_halo(
       distribution({16}, dtype::float32, {1}, {dim_options::halo(1, true)}), 0, {}, false);
-  device_pack dp(s, {});
+  owned_device_pack owned_dp(s, {});
+  device_pack& dp = owned_dp.dp;
   std::vector<float> host(18);
   void* bufs[] = {host.data()};
   try {

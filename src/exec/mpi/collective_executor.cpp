@@ -141,10 +141,8 @@ private:
   std::vector<int> scounts_, sdispls_, rcounts_, rdispls_;
 };
 
-// alltoallw: the same per-message datatypes as mpi_datatype, one MPI_Ialltoallw over the whole
-// communicator. When all sends (receives) lie in one buffer, the types are relative to it and
-// serve every address. A plan of several tensors has messages spanning buffers: those are
-// wrapped in a struct at absolute addresses (MPI_BOTTOM), rebuilt when an address changes. A
+// alltoallw: the same per-part datatypes as mpi_datatype, wrapped per peer in a struct at the
+// buffers' absolute addresses (MPI_BOTTOM), one MPI_Ialltoallw over the whole communicator. A
 // combining receive lands contiguously instead (MPI_BYTE counts) and is unpacked with the op.
 class alltoallw_executor final : public host_executor {
 public:
@@ -204,24 +202,25 @@ protected:
 
 private:
   // Fills one direction's counts and types; returns the buffer argument for MPI_Ialltoallw.
+  // Always absolute addresses with MPI_BOTTOM: Open MPI's libnbc mishandles per-peer types
+  // relative to a real buffer argument (it takes equal send and receive buffers for
+  // MPI_IN_PLACE, and fails with truncation errors otherwise), so the per-peer struct types
+  // are rebuilt when a buffer address changes (only then: the part types are built once).
   void const* side(message_types const& t, std::vector<message> const& msgs,
                    std::vector<unique_datatype>& abs, bool moved, std::vector<int>& counts,
                    std::vector<MPI_Datatype>& types) {
-    int const slot = t.single_slot();
     for (std::size_t i = 0; i < msgs.size(); ++i) {
       int const p = msgs[i].peer;
       auto const& parts = t.parts(i);
       counts[p] = parts.empty() ? 0 : 1;
       if (parts.empty()) {
         types[p] = MPI_BYTE;
-      } else if (slot >= 0) {
-        types[p] = parts[0].type.get(); // one buffer: one part per message, relative to it
       } else {
         if (moved || !abs[i]) abs[i] = absolute(parts);
         types[p] = abs[i].get();
       }
     }
-    return slot >= 0 ? bufs_[slot] : MPI_BOTTOM;
+    return MPI_BOTTOM;
   }
 
   // The parts of one message at their buffers' absolute addresses.
