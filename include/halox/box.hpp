@@ -24,6 +24,11 @@ using index_t = std::int64_t;
 inline constexpr int max_dims = 8;
 
 /// A half-open N-d box `[lo, hi)` in some coordinate system (global or local).
+///
+/// `extent` and `volume` use plain 64-bit arithmetic (they run in device code, where nothing
+/// can throw): a box's extents and volume must fit in `index_t`. Every box halox derives from a
+/// `distribution` does, because the distribution's constructor rejects tensors whose extents,
+/// halos or element counts would not.
 struct box {
   int nd = 0;                ///< number of dimensions in use
   index_t lo[max_dims] = {}; ///< first index per dimension
