@@ -176,3 +176,26 @@ TEST(ExtremeValues, DecodingValidatesBeforeAllocating) {
   // A huge extent decodes into the distribution's own error.
   expect_error([&] { decode(with(2, index_max)); }, {"9223372036854775807"});
 }
+
+TEST(ExtremeValues, BoxExtentAndVolumeSaturate) {
+  box b;
+  b.nd = 2;
+  b.lo[0] = -two_62;
+  b.hi[0] = two_62; // a span of 2^63: one past the limit
+  b.hi[1] = 4;
+  EXPECT_EQ(b.extent(0), index_max);
+  EXPECT_EQ(b.extent(1), 4);
+  EXPECT_EQ(b.volume(), index_max);
+  EXPECT_FALSE(b.empty());
+  EXPECT_EQ((index_range{-two_62, two_62}.size()), index_max);
+  // 2^32 x 2^32 cells: the product overflows; 2^31 x 2^31 + 1 does not.
+  box c;
+  c.nd = 2;
+  c.hi[0] = c.hi[1] = index_t{1} << 32;
+  EXPECT_EQ(c.volume(), index_max);
+  c.hi[0] = c.hi[1] = index_t{1} << 31;
+  EXPECT_EQ(c.volume(), index_t{1} << 62);
+  c.hi[1] = 0;
+  EXPECT_EQ(c.volume(), 0);
+  EXPECT_TRUE(c.empty());
+}
