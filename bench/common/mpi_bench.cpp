@@ -37,8 +37,10 @@ std::string check_number(std::string const& name, std::string const& text, numer
     return {};
   }
   char range[96];
-  std::snprintf(range, sizeof range, "%s from %.17g to %.17g",
-                r.integer ? "a whole number" : "a number", r.min, r.max);
+  if (r.integer)
+    std::snprintf(range, sizeof range, "a whole number from %.0f to %.0f", r.min, r.max);
+  else
+    std::snprintf(range, sizeof range, "a number from %g to %g", r.min, r.max);
   return name + "='" + text + "' is invalid: expected " + range + " (" + r.meaning + ")";
 }
 

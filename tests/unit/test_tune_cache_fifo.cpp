@@ -40,11 +40,13 @@ template <class F> auto within_seconds(std::string const& path, F f) {
   auto done = std::async(std::launch::async, f);
   if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
     ADD_FAILURE() << "blocked on the FIFO " << path;
-    int const r = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
-    int const w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
-    done.wait();
-    if (r >= 0) ::close(r);
-    if (w >= 0) ::close(w);
+    // Open and close both ends until the stuck call returns (it sees a peer, then EOF).
+    while (done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      int const r = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+      int const w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+      if (r >= 0) ::close(r);
+      if (w >= 0) ::close(w);
+    }
   }
   return done.get();
 }
