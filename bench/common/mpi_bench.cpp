@@ -18,16 +18,68 @@ settings g_settings;
 int g_rank = 0;
 int g_size = 1;
 
-double env_double(char const* name, double fallback) {
-  char const* v = std::getenv(name);
-  if (!v || !*v) return fallback;
+// A numeric setting checked against its range; `problem` names the value, the range and what
+// it sets when the text is not a number in range.
+struct numeric_rule {
+  double min, max;
+  bool integer;
+  char const* meaning;
+};
+
+std::string check_number(std::string const& name, std::string const& text, numeric_rule r,
+                         double& out) {
   char* end = nullptr;
-  double const x = std::strtod(v, &end);
-  if (end == v || !(x > 0)) {
-    std::fprintf(stderr, "halox-bench: ignoring %s='%s' (expected a positive number)\n", name, v);
-    return fallback;
+  double const x = std::strtod(text.c_str(), &end);
+  bool const ok = !text.empty() && end == text.c_str() + text.size() && std::isfinite(x) &&
+                  x >= r.min && x <= r.max && (!r.integer || x == std::floor(x));
+  if (ok) {
+    out = x;
+    return {};
   }
+  char range[96];
+  if (r.integer)
+    std::snprintf(range, sizeof range, "a whole number from %.0f to %.0f", r.min, r.max);
+  else
+    std::snprintf(range, sizeof range, "a number from %g to %g", r.min, r.max);
+  return name + "='" + text + "' is invalid: expected " + range + " (" + r.meaning + ")";
+}
+
+// HALOX_BENCH_* settings: absent or empty keeps the default; anything else must be valid.
+double env_number(char const* name, double fallback, numeric_rule r, std::string& problem) {
+  char const* v = std::getenv(name);
+  if (!v || !*v || !problem.empty()) return fallback;
+  double x = fallback;
+  problem = check_number(name, v, r, x);
   return x;
+}
+
+// Google Benchmark aborts on some out-of-range values (a negative repetition count fails an
+// internal check): halox-bench checks its numeric flags first, so that a typo is an error
+// message and exit code 2 rather than a crash.
+std::string check_benchmark_flags(int argc, char** argv) {
+  struct flag {
+    char const* prefix;
+    numeric_rule rule;
+  };
+  static flag const flags[] = {
+      {"--benchmark_repetitions=", {1, 2147483647, true, "repetitions of each entry"}},
+      {"--benchmark_min_time=",
+       {0, 1e9, false, "seconds per entry; halox entries fix their iterations"}},
+      {"--benchmark_min_warmup_time=", {0, 1e9, false, "seconds of warm-up per entry"}},
+      {"--v=", {0, 2147483647, true, "verbosity level"}},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    for (auto const& f : flags) {
+      std::string const prefix = f.prefix;
+      if (a.compare(0, prefix.size(), prefix) != 0) continue;
+      double x = 0;
+      std::string const problem =
+          check_number(prefix.substr(0, prefix.size() - 1), a.substr(prefix.size()), f.rule, x);
+      if (!problem.empty()) return problem;
+    }
+  }
+  return {};
 }
 
 // Google Benchmark reporter that prints nothing: ranks other than 0 run every entry (they take
@@ -60,15 +112,31 @@ void init(int* argc, char*** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   double v[6] = {};
+  std::string problem; // rank 0's: the first invalid flag or setting
   if (g_rank == 0) {
     settings s;
-    v[0] = env_double("HALOX_BENCH_SCALE", s.scale);
-    v[1] = env_double("HALOX_BENCH_TIME", s.seconds);
-    v[2] = env_double("HALOX_BENCH_MIN_ITERS", s.min_iters);
-    v[3] = env_double("HALOX_BENCH_MAX_ITERS", s.max_iters);
-    v[4] =
-        std::getenv("HALOX_BENCH_WARMUP") ? std::atof(std::getenv("HALOX_BENCH_WARMUP")) : s.warmup;
-    v[5] = env_double("HALOX_DDT_MAX_EXTENT", s.ddt_max_extent);
+    problem = check_benchmark_flags(*argc, *argv);
+    v[0] = env_number("HALOX_BENCH_SCALE", s.scale, {1e-6, 1e6, false, "multiplies every extent"},
+                      problem);
+    v[1] = env_number("HALOX_BENCH_TIME", s.seconds, {1e-6, 1e6, false, "timed seconds per entry"},
+                      problem);
+    v[2] = env_number("HALOX_BENCH_MIN_ITERS", s.min_iters,
+                      {1, 1e8, true, "fewest iterations per entry"}, problem);
+    v[3] = env_number("HALOX_BENCH_MAX_ITERS", s.max_iters,
+                      {1, 1e8, true, "most iterations per entry"}, problem);
+    v[4] = env_number("HALOX_BENCH_WARMUP", s.warmup,
+                      {0, 1e6, true, "untimed runs before each entry"}, problem);
+    v[5] = env_number("HALOX_DDT_MAX_EXTENT", s.ddt_max_extent,
+                      {1, 1e18, false, "bytes a datatype object may span"}, problem);
+  }
+  // A bad value stops every rank, with one message (rank 0's) and exit code 2.
+  int bad = problem.empty() ? 0 : 1;
+  MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (bad) {
+    if (g_rank == 0)
+      std::fprintf(stderr, "halox-bench: %s; fix it and run again\n", problem.c_str());
+    MPI_Finalize();
+    std::exit(2);
   }
   // Every rank must register the same entries with the same iteration counts: rank 0's view of
   // the environment is the one that counts.

@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -138,11 +139,31 @@ void usage() {
 
 } // namespace
 
+// `text` as a whole number in [lo, hi], or an error message naming the option, the value and
+// the range (atoi would turn a typo into 0 and a huge value into anything).
+std::string parse_count(char const* name, std::string const& text, long lo, long hi, int& out) {
+  char* end = nullptr;
+  errno = 0;
+  long const v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || v < lo || v > hi)
+    return std::string(name) + " '" + text + "' is invalid: expected a whole number from " +
+           std::to_string(lo) + " to " + std::to_string(hi);
+  out = static_cast<int>(v);
+  return {};
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   args a;
-  if (char const* s = std::getenv("HALOX_BENCH_SCALE")) a.scale = std::atof(s);
-  for (int i = 1; i < argc; ++i) {
+  std::string problem;
+  if (char const* s = std::getenv("HALOX_BENCH_SCALE"); s && *s) {
+    char* end = nullptr;
+    a.scale = std::strtod(s, &end);
+    if (end != s + std::strlen(s) || !std::isfinite(a.scale) || a.scale <= 0 || a.scale > 1e6)
+      problem = std::string("HALOX_BENCH_SCALE '") + s +
+                "' is invalid: expected a number above 0 and at most 1e6";
+  }
+  for (int i = 1; i < argc && problem.empty(); ++i) {
     std::string const k = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (k == "--case")
@@ -152,14 +173,19 @@ int main(int argc, char** argv) {
     else if (k == "--overlap")
       a.overlap = next();
     else if (k == "--iters")
-      a.iters = std::max(1, std::atoi(next().c_str()));
+      problem = parse_count("--iters", next(), 1, 1000000, a.iters);
     else if (k == "--warmup")
-      a.warmup = std::max(0, std::atoi(next().c_str()));
+      problem = parse_count("--warmup", next(), 0, 1000000, a.warmup);
     else {
       if (rank() == 0) usage();
       MPI_Finalize();
       return k == "--help" ? 0 : 2;
     }
+  }
+  if (!problem.empty()) {
+    if (rank() == 0) std::fprintf(stderr, "halox-bench-ops: %s\n", problem.c_str());
+    MPI_Finalize();
+    return 2;
   }
   int p = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &p);

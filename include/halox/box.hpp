@@ -23,18 +23,38 @@ using index_t = std::int64_t;
 /// Largest tensor rank halox supports.
 inline constexpr int max_dims = 8;
 
+/// `hi - lo` as an extent: 0 when empty, and saturated at the largest index_t (instead of
+/// overflowing) when the span does not fit, e.g. from -2^62 to 2^62.
+HALOX_HD inline index_t saturating_span(index_t lo, index_t hi) {
+  if (hi <= lo) return 0;
+  auto const d = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
+  return d > static_cast<std::uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<index_t>(d);
+}
+
 /// A half-open N-d box `[lo, hi)` in some coordinate system (global or local).
+///
+/// `extent` and `volume` never overflow: a span or a volume that does not fit in index_t
+/// saturates at its largest value (2^63 - 1), which no valid buffer reaches. Every box halox
+/// derives from a `distribution` fits, because the distribution's constructor rejects tensors
+/// whose extents, halos or element counts would not.
 struct box {
   int nd = 0;                ///< number of dimensions in use
   index_t lo[max_dims] = {}; ///< first index per dimension
   index_t hi[max_dims] = {}; ///< one past the last index per dimension
 
-  /// Extent along dimension `d` (0 if empty).
-  HALOX_HD index_t extent(int d) const { return hi[d] > lo[d] ? hi[d] - lo[d] : 0; }
-  /// Number of cells.
+  /// Extent along dimension `d` (0 if empty; saturated at 2^63 - 1).
+  HALOX_HD index_t extent(int d) const { return saturating_span(lo[d], hi[d]); }
+  /// Number of cells (saturated at 2^63 - 1).
   HALOX_HD index_t volume() const {
     index_t v = 1;
-    for (int d = 0; d < nd; ++d) v *= extent(d);
+    for (int d = 0; d < nd; ++d) {
+      index_t const e = extent(d);
+      // Both below 2^31: the product fits, no division needed (the common case).
+      if ((v | e) < (index_t{1} << 31) || e == 0)
+        v *= e;
+      else
+        v = v > INT64_MAX / e ? INT64_MAX : v * e;
+    }
     return v;
   }
   /// True when the box holds no cell.
@@ -48,8 +68,8 @@ struct index_range {
 
   /// True when the range holds no position.
   HALOX_HD bool empty() const { return hi <= lo; }
-  /// Number of positions (0 when empty).
-  HALOX_HD index_t size() const { return hi > lo ? hi - lo : 0; }
+  /// Number of positions (0 when empty; saturated at 2^63 - 1).
+  HALOX_HD index_t size() const { return saturating_span(lo, hi); }
 };
 
 /// Intersection of two ranges (empty, with `hi == lo`, when they do not meet).

@@ -30,6 +30,10 @@ struct dim_options {
   }
 };
 
+/// Most ranks a process grid or distribution may have (2^30): rank numbers and their products
+/// stay well inside `int`.
+inline constexpr int max_grid_ranks = 1 << 30;
+
 /// Grid coordinates of a rank (one entry per tensor dimension).
 using coords_t = std::vector<int>;
 
@@ -42,6 +46,12 @@ using coords_t = std::vector<int>;
 class distribution {
 public:
   /// Validates and builds; throws `halox::error` (invalid_argument) naming the bad value.
+  ///
+  /// Limits: at most 2^30 ranks in the grid (`max_grid_ranks`); the global element count, the
+  /// largest rank's allocated element count (owned + halos) and their sizes in bytes must each
+  /// fit in a signed 64-bit integer, as must every allocated coordinate (extent + halo). Memory
+  /// held is proportional to the number of dimensions and to explicit part sizes only, never
+  /// to a balanced part count.
   distribution(std::vector<index_t> shape, dtype type, std::vector<int> parts,
                std::vector<dim_options> options = {});
 
@@ -58,10 +68,13 @@ public:
   /// Number of ranks of the grid (product of parts).
   [[nodiscard]] int nranks() const noexcept { return nranks_; }
 
-  /// First global index of part `p` along `d`.
-  [[nodiscard]] index_t part_start(int d, int p) const { return starts_[d][p]; }
+  /// First global index of part `p` along `d` (0 <= p <= parts()[d]; `parts()[d]` gives the
+  /// extent).
+  [[nodiscard]] index_t part_start(int d, int p) const;
   /// Number of elements of part `p` along `d` (may be 0).
-  [[nodiscard]] index_t part_size(int d, int p) const { return starts_[d][p + 1] - starts_[d][p]; }
+  [[nodiscard]] index_t part_size(int d, int p) const {
+    return part_start(d, p + 1) - part_start(d, p);
+  }
   /// Part owning global index `i` along `d` (0 <= i < extent). For empty parts sharing a start
   /// with a non-empty one, the non-empty part is returned.
   [[nodiscard]] int part_of(int d, index_t i) const;
@@ -96,7 +109,9 @@ private:
   dtype type_;
   std::vector<int> parts_;
   std::vector<dim_options> options_;
-  std::vector<std::vector<index_t>> starts_; // per dim: parts+1 offsets
+  // Per dim: parts+1 offsets for explicit sizes; empty for balanced blocks, whose starts are
+  // computed (a balanced split over many parts must not cost memory per part).
+  std::vector<std::vector<index_t>> starts_;
   int nranks_ = 1;
 };
 
@@ -105,11 +120,13 @@ private:
 [[nodiscard]] bool operator==(distribution const& a, distribution const& b);
 
 /// Validates explicit strides for a local buffer of `local_shape`: each stride must be at least
-/// the span of the faster-varying dimensions it steps over, so no two cells alias. Throws
-/// `halox::error` naming the dimension, the stride and the minimum it must have.
+/// the span of the faster-varying dimensions it steps over, so no two cells alias, and the
+/// buffer's largest offset must fit in a signed 64-bit integer. Throws `halox::error` naming the
+/// dimension, the stride and the minimum (or maximum) it must have.
 void validate_strides(std::vector<index_t> const& local_shape, std::vector<index_t> const& strides);
 
-/// Elements a buffer with `local_shape` and `strides` must hold (largest offset + 1).
+/// Elements a buffer with `local_shape` and `strides` must hold (largest offset + 1). Throws
+/// `halox::error` when that count does not fit in a signed 64-bit integer.
 [[nodiscard]] index_t required_elements(std::vector<index_t> const& local_shape,
                                         std::vector<index_t> const& strides);
 

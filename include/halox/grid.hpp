@@ -28,16 +28,29 @@ private:
 };
 
 /// Chooses the grid for `nprocs` processes over a tensor of `shape`: entries of `dims` that are
-/// positive are kept, zeros are chosen to minimise the halo cells exchanged per rank (given the
-/// per-dimension halo widths `halo_lo + halo_hi`), then the largest owned block, while never
-/// splitting a dimension into more parts than elements when avoidable. Unlike MPI_Dims_create,
-/// the shape and the halos are taken into account: a 32x64x128x128 NCHW tensor with halos only
-/// on H and W goes sample-parallel when it can. Pure; throws `halox::error` when the fixed
-/// entries do not divide `nprocs`.
+/// positive are kept, zeros are chosen. The grid chosen, among those that split no dimension
+/// into more parts than it has elements (when any does not), minimises the halo cells received
+/// by the busiest rank: for each rank, the cells of its halo (`halo_lo`/`halo_hi` per dimension)
+/// that another process owns, counted exactly for balanced blocks (the first `extent % parts`
+/// parts one element larger). A non-periodic dimension's first and last part have no halo on
+/// their outer side; a periodic dimension's halo wraps around, and cells that wrap back onto the
+/// rank itself (a periodic dimension not split) cost nothing. Ties go to the smallest largest
+/// owned block, then the fewest halo cells over all ranks, then the grid that splits outer
+/// dimensions most, so an NCHW tensor with halos only on H and W goes sample-parallel when it
+/// can. Unlike MPI_Dims_create, the shape and the halos are taken into account. Pure; throws
+/// `halox::error` when the fixed entries do not divide `nprocs` or an input is invalid.
 [[nodiscard]] std::vector<int> choose_grid(int nprocs, std::vector<int> dims,
                                            std::vector<index_t> const& shape,
                                            std::vector<int> const& halo_lo,
                                            std::vector<int> const& halo_hi);
+
+/// `choose_grid` for dimensions that may be periodic: `periodic` has one flag per dimension
+/// (or is empty: none periodic), as the tensor's `dim_options::periodic` will have.
+[[nodiscard]] std::vector<int> choose_grid(int nprocs, std::vector<int> dims,
+                                           std::vector<index_t> const& shape,
+                                           std::vector<int> const& halo_lo,
+                                           std::vector<int> const& halo_hi,
+                                           std::vector<bool> const& periodic);
 
 /// A Cartesian grid of processes: one process count per tensor dimension (1 for dimensions
 /// that are not split). Holds its own duplicate of the caller's communicator, shared by copies of
@@ -49,11 +62,19 @@ public:
   process_grid(MPI_Comm comm, std::vector<int> dims);
 
   /// Collective. Like the constructor, but zeros in `dims` are chosen by `choose_grid` for a
-  /// tensor of `shape` with the given per-dimension halo widths.
+  /// tensor of `shape` with the given per-dimension halo widths (none periodic).
   [[nodiscard]] static process_grid create(MPI_Comm comm, std::vector<int> dims,
                                            std::vector<index_t> const& shape,
                                            std::vector<int> const& halo_lo = {},
                                            std::vector<int> const& halo_hi = {});
+  /// Collective. Like the above, for a tensor whose dimensions may be periodic (one flag per
+  /// dimension, or empty: none): periodic halos wrap, so they cost messages at the global
+  /// boundary too, except along a dimension left whole.
+  [[nodiscard]] static process_grid create(MPI_Comm comm, std::vector<int> dims,
+                                           std::vector<index_t> const& shape,
+                                           std::vector<int> const& halo_lo,
+                                           std::vector<int> const& halo_hi,
+                                           std::vector<bool> const& periodic);
 
   /// The grid's own communicator (a duplicate of the caller's).
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_->get(); }

@@ -1,6 +1,7 @@
 #include <halox/error.hpp>
 #include <halox/tensor_desc.hpp>
 
+#include "core/checked_math.hpp"
 #include "core/collective_check.hpp"
 #include "core/describe_fields.hpp"
 
@@ -10,8 +11,9 @@
 namespace halox {
 
 namespace {
-// Builds the distribution inside the collective check so that an invalid description on any
-// rank makes every rank throw, rather than leaving the valid ranks waiting in a later call.
+// Builds the distribution and checks this rank's buffer layout inside the collective check so
+// that an invalid description on any rank (a bad extent, strides whose offsets overflow) makes
+// every rank throw, rather than leaving the valid ranks waiting in a later call.
 distribution checked(process_grid const& grid, std::vector<index_t>&& shape, dtype type,
                      std::vector<dim_options>&& options, std::vector<index_t> const& strides) {
   std::optional<distribution> dist;
@@ -19,7 +21,17 @@ distribution checked(process_grid const& grid, std::vector<index_t>&& shape, dty
       grid.comm(), "tensor_desc",
       [&] {
         dist.emplace(std::move(shape), type, grid.dims(), std::move(options));
-        if (!strides.empty()) validate_strides(dist->local_shape(grid.rank()), strides);
+        auto const local = dist->local_shape(grid.rank());
+        if (!strides.empty()) validate_strides(local, strides);
+        index_t const elements = required_elements(
+            local, strides.empty() ? dist->default_strides(grid.rank()) : strides);
+        // local_bytes() multiplies by the element size: that must fit too.
+        index_t bytes = 0;
+        auto const esize = static_cast<index_t>(size_of(type));
+        HALOX_REQUIRE(detail::checked_mul(elements, esize, bytes), errc::invalid_argument,
+                      "the local buffer of " + std::to_string(elements) + " elements of " +
+                          std::to_string(esize) + " bytes exceeds the byte limit " +
+                          detail::index_limit_str() + "; use smaller strides");
       },
       [&] { return dist->hash(); }, [&] { return detail::describe_fields(*dist); });
   return std::move(*dist);

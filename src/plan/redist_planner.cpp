@@ -3,6 +3,7 @@
 #include <halox/error.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 namespace halox::detail {
@@ -112,22 +113,32 @@ distribution decode_distribution(std::int64_t const* data, std::size_t n) {
     HALOX_REQUIRE(pos < n, errc::internal, "truncated distribution encoding");
     return data[pos++];
   };
-  int const nd = static_cast<int>(next());
-  HALOX_REQUIRE(nd >= 1 && nd <= max_dims, errc::internal, "bad rank in distribution encoding");
-  auto const type = static_cast<dtype>(next());
+  // Every value is range-checked before it is narrowed or sizes anything: the buffer came from
+  // another process.
+  auto next_int = [&](char const* what, std::int64_t lo, std::int64_t hi) {
+    std::int64_t const v = next();
+    HALOX_REQUIRE(v >= lo && v <= hi, errc::internal,
+                  std::string("distribution encoding holds ") + what + " " + std::to_string(v) +
+                      ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  };
+  constexpr std::int64_t int_max = std::numeric_limits<int>::max();
+  int const nd = static_cast<int>(next_int("rank", 1, max_dims));
+  auto const type = static_cast<dtype>(next_int("dtype", 0, 255));
   std::vector<index_t> shape(nd);
   std::vector<int> parts(nd);
   std::vector<dim_options> opts(nd);
   for (int d = 0; d < nd; ++d) {
     shape[d] = next();
-    parts[d] = static_cast<int>(next());
-    opts[d].halo_lo = static_cast<int>(next());
-    opts[d].halo_hi = static_cast<int>(next());
-    opts[d].periodic = next() != 0;
-    if (next() != 0) {
-      HALOX_REQUIRE(parts[d] >= 1 && static_cast<std::size_t>(parts[d]) <= n - pos, errc::internal,
+    parts[d] = static_cast<int>(next_int("part count", 1, max_grid_ranks));
+    opts[d].halo_lo = static_cast<int>(next_int("halo width", 0, int_max));
+    opts[d].halo_hi = static_cast<int>(next_int("halo width", 0, int_max));
+    opts[d].periodic = next_int("periodic flag", 0, 1) != 0;
+    if (next_int("explicit-sizes flag", 0, 1) != 0) {
+      HALOX_REQUIRE(static_cast<std::size_t>(parts[d]) <= n - pos, errc::internal,
                     "truncated distribution encoding");
-      for (int p = 0; p < parts[d]; ++p) opts[d].sizes.push_back(next());
+      opts[d].sizes.assign(data + pos, data + pos + parts[d]);
+      pos += static_cast<std::size_t>(parts[d]);
     }
   }
   HALOX_REQUIRE(pos == n, errc::internal, "trailing data in distribution encoding");

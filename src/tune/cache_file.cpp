@@ -2,10 +2,16 @@
 
 #include <halox/error.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace halox::detail {
@@ -86,7 +92,79 @@ bool parse_decision(std::string const& text, cache_entry& e) {
   return chosen_measured;
 }
 
+// Closes a descriptor on every path out of the readers below.
+struct fd_guard {
+  int fd = -1;
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens `path` without blocking (a FIFO without a writer, or without a reader for O_WRONLY,
+// would otherwise block forever or fail later) and keeps it only if it is a regular file.
+// Returns the descriptor, or -1 with `problem` set (errno ENOENT left for the caller).
+int open_regular(std::string const& path, int flags, std::string& problem) {
+  int const fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    problem = std::string("cannot open it: ") + std::strerror(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    problem = "it is not a regular file (a FIFO, directory or device cannot hold a plan cache)";
+    errno = 0;
+    return -1;
+  }
+  // Regular files ignore O_NONBLOCK, but clear it so that reads and writes behave plainly.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 } // namespace
+
+cache_file_read read_cache_file(std::string const& path) {
+  cache_file_read out;
+  fd_guard f;
+  f.fd = open_regular(path, O_RDONLY, out.problem);
+  if (f.fd < 0) {
+    out.status =
+        errno == ENOENT ? cache_file_read::outcome::absent : cache_file_read::outcome::unsuitable;
+    if (out.status == cache_file_read::outcome::absent) out.problem.clear();
+    return out;
+  }
+  char buf[65536];
+  for (;;) {
+    ssize_t const n = ::read(f.fd, buf, sizeof buf);
+    if (n > 0) {
+      out.text.append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      out.status = cache_file_read::outcome::unsuitable;
+      out.problem = std::string("cannot read it: ") + std::strerror(errno);
+      out.text.clear();
+      return out;
+    }
+  }
+  out.status = cache_file_read::outcome::ok;
+  return out;
+}
+
+bool append_cache_file(std::string const& path, std::string const& text) {
+  std::string problem;
+  fd_guard f;
+  f.fd = open_regular(path, O_WRONLY | O_APPEND | O_CREAT, problem);
+  if (f.fd < 0) return false;
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t const n = ::write(f.fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
 
 std::string key_token(std::string const& s) {
   std::string out = trim(s);

@@ -1,5 +1,6 @@
 #pragma once
-// The plan cache's key and its text file format (pure: no MPI, no file system).
+// The plan cache's key, its text file format (pure: no MPI) and the guarded reads and appends
+// of the file itself.
 //
 // A file is line-based:
 //
@@ -79,5 +80,26 @@ struct cache_file_contents {
 [[nodiscard]] cache_file_contents parse_cache_file(std::string const& text,
                                                    std::string const& mpi_library,
                                                    std::string const& halox_version);
+
+/// What reading a cache file's path found.
+struct cache_file_read {
+  enum class outcome {
+    absent,     ///< no such file: it is created on the first store
+    ok,         ///< a regular file, read whole into `text`
+    unsuitable, ///< not a regular file (a FIFO, a directory, a device) or unreadable
+  };
+  outcome status = outcome::absent;
+  std::string text;    ///< the file's contents (ok only)
+  std::string problem; ///< why it is unsuitable, for the warning
+};
+
+/// Reads `path` without ever blocking: the file is opened non-blocking and used only when it is
+/// a regular file, so a FIFO or device named as the cache cannot hang the process. Never throws.
+[[nodiscard]] cache_file_read read_cache_file(std::string const& path);
+
+/// Appends `text` to `path` (created, mode 0666 less the umask, when absent) in one write, only
+/// when it is a regular file; false when it is not, or when the write fails. Never blocks on a
+/// FIFO, never throws.
+[[nodiscard]] bool append_cache_file(std::string const& path, std::string const& text);
 
 } // namespace halox::detail

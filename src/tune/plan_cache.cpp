@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -50,11 +49,16 @@ std::string const& mpi_library(cache_state& s) {
 // Reads `path` into memory unless it was read before. Caller holds the mutex.
 file_state load_file(cache_state& s, std::string const& path) {
   if (auto it = s.files.find(path); it != s.files.end()) return it->second;
-  std::ifstream in(path);
-  if (!in) return s.files[path] = file_state::needs_header; // created on the first store
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto const c = parse_cache_file(text.str(), mpi_library(s), halox_version());
+  auto const r = read_cache_file(path);
+  if (r.status == cache_file_read::outcome::absent)
+    return s.files[path] = file_state::needs_header; // created on the first store
+  if (r.status == cache_file_read::outcome::unsuitable) {
+    tune_log("halox warning: plan cache " + path + " ignored (" + r.problem +
+             "); backends will be measured and the file will not be modified; set "
+             "HALOX_PLAN_CACHE or tune_options::cache_file to a regular file");
+    return s.files[path] = file_state::rejected;
+  }
+  auto const c = parse_cache_file(r.text, mpi_library(s), halox_version());
   using verdict = cache_file_contents::verdict;
   if (c.status == verdict::foreign || c.status == verdict::corrupt) {
     tune_log("halox warning: plan cache " + path + " ignored (" +
@@ -126,10 +130,7 @@ void cache_store(cache_key const& key, cache_entry const& e, std::string const& 
                          ? cache_file_header(mpi_library(s), halox_version())
                          : std::string();
   text += format_entry(format_key(key), e);
-  std::ofstream out(file, std::ios::app);
-  out << text;
-  out.flush();
-  if (out) {
+  if (append_cache_file(file, text)) {
     s.files[file] = file_state::trusted;
   } else {
     tune_log("halox warning: could not write the plan cache " + file +
