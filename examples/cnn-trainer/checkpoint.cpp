@@ -54,9 +54,9 @@ void agree(std::string msg, MPI_Comm comm) {
 
 } // namespace
 
-template <class T>
-void save_checkpoint(std::string const& path, std::string const& model, param_store<T> const& ps,
-                     train_position const& pos, MPI_Comm comm) {
+template <class T> void save_checkpoint(std::string const& path, std::string const& model,
+                                        param_store<T> const& ps, train_position const& pos,
+                                        MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   std::string err;
@@ -85,9 +85,8 @@ void save_checkpoint(std::string const& path, std::string const& model, param_st
   agree(err, comm);
 }
 
-template <class T>
-train_position load_checkpoint(std::string const& path, std::string const& model,
-                               param_store<T>& ps, MPI_Comm comm) {
+template <class T> train_position load_checkpoint(std::string const& path, std::string const& model,
+                                                  param_store<T>& ps, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   std::string data, err;
@@ -142,8 +141,8 @@ template void save_checkpoint(std::string const&, std::string const&, param_stor
                               train_position const&, MPI_Comm);
 template void save_checkpoint(std::string const&, std::string const&, param_store<double> const&,
                               train_position const&, MPI_Comm);
-template train_position load_checkpoint(std::string const&, std::string const&,
-                                        param_store<float>&, MPI_Comm);
+template train_position load_checkpoint(std::string const&, std::string const&, param_store<float>&,
+                                        MPI_Comm);
 template train_position load_checkpoint(std::string const&, std::string const&,
                                         param_store<double>&, MPI_Comm);
 

@@ -35,7 +35,8 @@ public:
     test_ = test;
   }
   void read(split s, index_t id, halox::box const& b, float* out) override {
-    std::uint64_t const key = mix(0x5eed, s == split::train ? 1 : 2, static_cast<std::uint64_t>(id));
+    std::uint64_t const key =
+        mix(0x5eed, s == split::train ? 1 : 2, static_cast<std::uint64_t>(id));
     int const k = label(s, id);
     int const nd = static_cast<int>(shape_.size()) - 1;
     // Position and scale of the shape, in [-1, 1] coordinates.
@@ -48,14 +49,18 @@ public:
     if (b.volume() == 0) return;
     for (;;) {
       auto coord = [&](int d, double c) {
-        return ((static_cast<double>(i[d]) + 0.5) / static_cast<double>(shape_[d]) * 2 - 1 - c) / sc;
+        return ((static_cast<double>(i[d]) + 0.5) / static_cast<double>(shape_[d]) * 2 - 1 - c) /
+               sc;
       };
       double const u = coord(nd, cx), v = coord(nd - 1, cy), w = nd == 3 ? coord(1, cz) : 0;
       double const on = three_d_ ? shape3(k, u, v, w) : shape2(k, u, v);
-      std::uint64_t const h = mix(key, 9, static_cast<std::uint64_t>(
-                                              ((i[0] * 131 + i[1]) * 131 + i[2]) * 131 + (nd == 3 ? i[3] : 0)));
+      std::uint64_t const h =
+          mix(key, 9,
+              static_cast<std::uint64_t>(((i[0] * 131 + i[1]) * 131 + i[2]) * 131 +
+                                         (nd == 3 ? i[3] : 0)));
       double const noise = uniform01(h) + uniform01(mix(h, 1)) - 1; // triangular in (-1, 1)
-      out[o++] = static_cast<float>(on * (1 + 0.25 * static_cast<double>(i[0])) - 0.3 + 0.45 * noise);
+      out[o++] =
+          static_cast<float>(on * (1 + 0.25 * static_cast<double>(i[0])) - 0.3 + 0.45 * noise);
       int d = nd;
       for (; d >= 0; --d) {
         if (++i[d] < b.hi[d]) break;
@@ -65,8 +70,9 @@ public:
     }
   }
   int label(split s, index_t id) override {
-    return static_cast<int>(mix(0x1abe1, s == split::train ? 1 : 2, static_cast<std::uint64_t>(id)) %
-                            static_cast<std::uint64_t>(classes_));
+    return static_cast<int>(
+        mix(0x1abe1, s == split::train ? 1 : 2, static_cast<std::uint64_t>(id)) %
+        static_cast<std::uint64_t>(classes_));
   }
   std::string describe() const override {
     return std::string(three_d_ ? "synthetic3d" : "synthetic") + ": " + std::to_string(classes_) +
@@ -78,28 +84,28 @@ private:
   static double shape2(int k, double u, double v) {
     double const r = std::sqrt(u * u + v * v);
     switch (k) {
-    case 0: return std::abs(v) < 0.18;                                  // horizontal bar
-    case 1: return std::abs(u) < 0.18;                                  // vertical bar
-    case 2: return std::abs(u - v) < 0.25;                              // diagonal
-    case 3: return std::abs(u + v) < 0.25;                              // anti-diagonal
-    case 4: return std::abs(r - 0.6) < 0.15;                            // ring
-    case 5: return r < 0.45;                                            // disc
-    case 6: return std::abs(u) < 0.12 || std::abs(v) < 0.12;            // cross
+    case 0: return std::abs(v) < 0.18;                                        // horizontal bar
+    case 1: return std::abs(u) < 0.18;                                        // vertical bar
+    case 2: return std::abs(u - v) < 0.25;                                    // diagonal
+    case 3: return std::abs(u + v) < 0.25;                                    // anti-diagonal
+    case 4: return std::abs(r - 0.6) < 0.15;                                  // ring
+    case 5: return r < 0.45;                                                  // disc
+    case 6: return std::abs(u) < 0.12 || std::abs(v) < 0.12;                  // cross
     case 7: return std::abs(std::max(std::abs(u), std::abs(v)) - 0.55) < 0.1; // square outline
-    case 8: return std::sin(5 * u) * std::sin(5 * v) > 0;               // checkerboard
-    default: return std::abs(u) + std::abs(v) < 0.4 || r > 0.95;        // diamond + corners
+    case 8: return std::sin(5 * u) * std::sin(5 * v) > 0;                     // checkerboard
+    default: return std::abs(u) + std::abs(v) < 0.4 || r > 0.95;              // diamond + corners
     }
   }
   static double shape3(int k, double u, double v, double w) {
     double const r = std::sqrt(u * u + v * v + w * w);
     switch (k % 8) {
-    case 0: return std::abs(v) < 0.2 && std::abs(w) < 0.2; // rod along x
-    case 1: return std::abs(u) < 0.2 && std::abs(w) < 0.2; // rod along y
-    case 2: return std::abs(u) < 0.2 && std::abs(v) < 0.2; // rod along z
-    case 3: return std::abs(r - 0.65) < 0.15;              // sphere shell
-    case 4: return r < 0.5;                                // ball
-    case 5: return std::abs(w) < 0.15;                     // plane
-    case 6: return std::abs(u) < 0.15;                     // other plane
+    case 0: return std::abs(v) < 0.2 && std::abs(w) < 0.2;            // rod along x
+    case 1: return std::abs(u) < 0.2 && std::abs(w) < 0.2;            // rod along y
+    case 2: return std::abs(u) < 0.2 && std::abs(v) < 0.2;            // rod along z
+    case 3: return std::abs(r - 0.65) < 0.15;                         // sphere shell
+    case 4: return r < 0.5;                                           // ball
+    case 5: return std::abs(w) < 0.15;                                // plane
+    case 6: return std::abs(u) < 0.15;                                // other plane
     default: return std::abs(u - v) < 0.25 && std::abs(v - w) < 0.25; // space diagonal
     }
   }
@@ -107,7 +113,8 @@ private:
 };
 
 std::uint32_t be32(unsigned char const* p) {
-  return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | p[3];
+  return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) |
+         p[3];
 }
 
 // Byte images in files: MNIST's idx pairs or CIFAR-10's records (label byte + CHW bytes).
@@ -151,11 +158,13 @@ public:
     f.seekg(p->label_first + local * p->label_stride);
     char v = 0;
     f.read(&v, 1);
-    HALOX_REQUIRE(f.good(), halox::errc::invalid_argument, "cannot read label " + std::to_string(id));
+    HALOX_REQUIRE(f.good(), halox::errc::invalid_argument,
+                  "cannot read label " + std::to_string(id));
     int const l = static_cast<unsigned char>(v);
     HALOX_REQUIRE(l < classes_, halox::errc::invalid_argument,
-                  "label " + std::to_string(l) + " of sample " + std::to_string(id) + " is not below " +
-                      std::to_string(classes_) + " classes; the file is not a " + name_ + " file");
+                  "label " + std::to_string(l) + " of sample " + std::to_string(id) +
+                      " is not below " + std::to_string(classes_) + " classes; the file is not a " +
+                      name_ + " file");
     return l;
   }
   std::string describe() const override {
@@ -186,8 +195,9 @@ private:
 std::vector<unsigned char> head(std::string const& path, std::size_t n) {
   std::ifstream f(path, std::ios::binary);
   HALOX_REQUIRE(f.good(), halox::errc::invalid_argument,
-                "cannot open " + path + "; the dataset folder must hold the files listed in "
-                                        "docs/trainer.md");
+                "cannot open " + path +
+                    "; the dataset folder must hold the files listed in "
+                    "docs/trainer.md");
   std::vector<unsigned char> h(n);
   f.read(reinterpret_cast<char*>(h.data()), static_cast<std::streamsize>(n));
   HALOX_REQUIRE(f.good(), halox::errc::invalid_argument, path + " is shorter than its header");
@@ -247,7 +257,8 @@ std::unique_ptr<dataset> open_dataset(std::string const& spec, std::vector<index
     return std::make_unique<synthetic>(shape, classes, train_size, test_size, three);
   }
   auto colon = spec.find(':');
-  std::string const kind = spec.substr(0, colon), dir = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  std::string const kind = spec.substr(0, colon),
+                    dir = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if ((kind == "mnist" || kind == "cifar10") && !dir.empty()) {
     std::unique_ptr<dataset> d;
     if (kind == "mnist") {
@@ -275,13 +286,15 @@ std::unique_ptr<dataset> open_dataset(std::string const& spec, std::vector<index
       }
       HALOX_REQUIRE(!tr.empty() && std::ifstream(dir + "/test_batch.bin").good(),
                     halox::errc::invalid_argument,
-                    "cifar10:" + dir + " needs data_batch_1.bin (to _5) and test_batch.bin, the "
-                    "CIFAR-10 binary version");
+                    "cifar10:" + dir +
+                        " needs data_batch_1.bin (to _5) and test_batch.bin, the "
+                        "CIFAR-10 binary version");
       te.push_back(part("test_batch.bin"));
       for (auto const& p : tr)
         HALOX_REQUIRE(p.count > 0 && file_size(p.images) % 3073 == 0, halox::errc::invalid_argument,
                       p.images + " is not a whole number of 3073-byte CIFAR-10 records");
-      d = std::make_unique<byte_images>("cifar10", std::vector<index_t>{3, 32, 32}, 10, 0.5, 0.25, tr, te);
+      d = std::make_unique<byte_images>("cifar10", std::vector<index_t>{3, 32, 32}, 10, 0.5, 0.25,
+                                        tr, te);
     }
     HALOX_REQUIRE(d->sample_shape() == shape, halox::errc::invalid_argument,
                   "--dataset " + spec + " has samples of " + shape_str(d->sample_shape()) +
@@ -299,9 +312,8 @@ std::unique_ptr<dataset> open_dataset(std::string const& spec, std::vector<index
                          "'; use synthetic, synthetic3d, mnist:DIR or cifar10:DIR");
 }
 
-template <class T>
-void fill_batch(dataset& d, split s, std::vector<index_t> const& ids, halox::tensor_desc const& desc,
-                std::vector<T>& buf) {
+template <class T> void fill_batch(dataset& d, split s, std::vector<index_t> const& ids,
+                                   halox::tensor_desc const& desc, std::vector<T>& buf) {
   halox::box const own = desc.owned_box();
   if (own.empty()) return;
   int const nd = desc.ndim();
@@ -340,9 +352,9 @@ std::vector<index_t> epoch_order(index_t n, std::uint64_t seed, int epoch) {
   std::vector<index_t> p(static_cast<std::size_t>(n));
   std::iota(p.begin(), p.end(), 0);
   for (index_t i = n - 1; i > 0; --i) { // Fisher-Yates with hashed draws
-    auto const j = static_cast<index_t>(mix(seed, 0xda7a, static_cast<std::uint64_t>(epoch),
-                                            static_cast<std::uint64_t>(i)) %
-                                        static_cast<std::uint64_t>(i + 1));
+    auto const j = static_cast<index_t>(
+        mix(seed, 0xda7a, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(i)) %
+        static_cast<std::uint64_t>(i + 1));
     std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(j)]);
   }
   return p;

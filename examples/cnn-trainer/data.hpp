@@ -50,9 +50,8 @@ protected:
 
 /// Fills the owned block of `buf` (laid out as `desc`, [N, C, spatial...]) with the samples
 /// `ids[n]` of `s` for the owned batch positions n.
-template <class T>
-void fill_batch(dataset& d, split s, std::vector<halox::index_t> const& ids,
-                halox::tensor_desc const& desc, std::vector<T>& buf);
+template <class T> void fill_batch(dataset& d, split s, std::vector<halox::index_t> const& ids,
+                                   halox::tensor_desc const& desc, std::vector<T>& buf);
 
 /// The labels of the samples `ids[n]` for the batch positions n in [lo, hi).
 [[nodiscard]] std::vector<int> batch_labels(dataset& d, split s,

@@ -7,6 +7,7 @@
 
 #include <halox/error.hpp>
 #include <halox/ops/distributed.hpp>
+#include <halox/ops/ops.hpp>
 
 #include <cstring>
 
@@ -34,22 +35,79 @@ ops::dist_options op_options() {
   return o;
 }
 
+// Posts the all-reduce of `sums` (partial sums in double) and, once it completes, rounds the
+// totals into `a` (and `b`, which takes the tail of `sums` when non-null).
+template <class T> void post_sums(std::vector<double>& sums, std::vector<T>& a, std::vector<T>* b,
+                                  step_context const& c) {
+  double const t0 = now();
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Iallreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM,
+                 c.grad_comm, &r);
+  c.pending->push_back(r);
+  c.finish->push_back([&sums, &a, b] {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<T>(sums[i]);
+    if (b)
+      for (std::size_t i = 0; i < b->size(); ++i) (*b)[i] = static_cast<T>(sums[a.size() + i]);
+  });
+  c.times->allreduce += now() - t0;
+}
+
+// A copy of `v`'s buffer in double, and the block of it that `haloed_block` would give.
+template <class T> ops::block_ref<double> block64(tensor_view const& v, std::vector<double>& copy) {
+  auto const b = ops::haloed_block<T>(v);
+  T const* src = static_cast<T const*>(v.data);
+  std::size_t const n = v.bytes / sizeof(T);
+  copy.resize(n);
+  for (std::size_t i = 0; i < n; ++i) copy[i] = src[i];
+  ops::block_ref<double> r;
+  r.origin = b.origin;
+  r.ref.shape = b.ref.shape;
+  r.ref.strides = b.ref.strides;
+  r.ref.data = b.ref.data ? copy.data() + (b.ref.data - src) : nullptr;
+  return r;
+}
+
 template <class T> class conv_layer final : public layer<T> {
 public:
   conv_layer(layer_spec const& s, tensor_desc const& x, param_store<T>& ps, layer_params const& lp)
-      : ps_(ps), lp_(lp), op_(x, ps.params[lp.weight].shape, params(s), op_options()) {}
+      : ps_(ps), lp_(lp), params_(params(s)),
+        op_(x, ps.params[lp.weight].shape, params_, op_options()) {}
   tensor_desc const& in_desc() const override { return op_.input_desc(); }
   tensor_desc const& out_desc() const override { return op_.output_desc(); }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
-    op_.forward(x, cref(ps_.params[lp_.weight]), lp_.bias >= 0 ? ps_.params[lp_.bias].value.data() : nullptr, y);
+    op_.forward(x, cref(ps_.params[lp_.weight]),
+                lp_.bias >= 0 ? ps_.params[lp_.bias].value.data() : nullptr, y);
     c.times->add(op_.timings());
   }
   void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
                 tensor_view const& dx, step_context const& c) override {
     auto& w = ps_.params[lp_.weight];
-    op_.backward(x, dy, cref(w), dx, ops::tensor_ref<T>(w.grad.data(), w.shape),
-                 lp_.bias >= 0 ? ps_.params[lp_.bias].grad.data() : nullptr);
+    T* db = lp_.bias >= 0 ? ps_.params[lp_.bias].grad.data() : nullptr;
+    if (!c.exact_grads) {
+      op_.backward(x, dy, cref(w), dx, ops::tensor_ref<T>(w.grad.data(), w.shape), db);
+      c.times->add(op_.timings());
+      return;
+    }
+    op_.backward(x, dy, cref(w), dx, ops::tensor_ref<T>{}, nullptr); // dx only
     c.times->add(op_.timings());
+    double const t0 = now();
+    std::size_t const nb = lp_.bias >= 0 ? ps_.params[lp_.bias].value.size() : 0;
+    sums_.assign(w.value.size() + nb, 0.0);
+    halox::box const own = op_.output_desc().owned_box();
+    if (!own.empty()) {
+      int const nd = own.nd;
+      halox::box out; // the owned outputs, spatial dimensions only
+      out.nd = nd - 2;
+      for (int d = 2; d < nd; ++d) out.lo[d - 2] = own.lo[d], out.hi[d - 2] = own.hi[d];
+      std::vector<index_t> const& s = op_.input_desc().shape();
+      std::vector<index_t> const in_extent(s.begin() + 2, s.end());
+      auto const xb = block64<T>(x, x64_), dyb = block64<T>(dy, dy64_);
+      ops::conv_backward_weights_box<double>(
+          xb, in_extent, dyb, ops::tensor_ref<double>(sums_.data(), w.shape), out, params_);
+      if (nb) ops::conv_backward_bias_box<double>(dyb, out, sums_.data() + w.value.size());
+    }
+    c.times->compute += now() - t0;
+    post_sums(sums_, w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr, c);
   }
 
 private:
@@ -62,7 +120,9 @@ private:
   }
   param_store<T>& ps_;
   layer_params lp_;
+  ops::conv_params params_;
   ops::dist_conv<T> op_;
+  std::vector<double> sums_, x64_, dy64_; // exact_grads: partial sums, double copies
 };
 
 template <class T> class pool_layer final : public layer<T> {
@@ -181,7 +241,8 @@ private:
     } else {
       T const scale = T(1 / (1 - p_));
       for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t g) {
-        bool const keep = uniform01(mix(c.seed, c.step, index_, static_cast<std::uint64_t>(g))) >= p_;
+        bool const keep =
+            uniform01(mix(c.seed, c.step, index_, static_cast<std::uint64_t>(g))) >= p_;
         b[i] = keep ? a[i] * scale : T(0);
       });
     }
@@ -302,22 +363,21 @@ public:
     index_t const rows = in_.owned_box().extent(0), F = w.shape[1], O = w.shape[0];
     T const* X = static_cast<T const*>(x.data);
     T const* DY = static_cast<T const*>(dy.data);
-    std::fill(w.grad.begin(), w.grad.end(), T(0));
+    // Partial sums in double, all-reduced in double and rounded once: the result then hardly
+    // depends on how the samples are split over the ranks.
+    std::size_t const nb = lp_.bias >= 0 ? static_cast<std::size_t>(O) : 0;
+    sums_.assign(w.value.size() + nb, 0.0);
     for (index_t n = 0; n < rows; ++n) // samples in ascending global order
       for (index_t o = 0; o < O; ++o) {
-        T const g = DY[n * O + o];
-        T* gw = w.grad.data() + o * F;
+        double const g = DY[n * O + o];
+        double* gw = sums_.data() + o * F;
         T const* xr = X + n * F;
         for (index_t f = 0; f < F; ++f) gw[f] += g * xr[f];
+        if (nb) sums_[w.value.size() + static_cast<std::size_t>(o)] += g;
       }
-    post(w.grad, c);
-    if (lp_.bias >= 0) {
-      auto& b = ps_.params[lp_.bias];
-      std::fill(b.grad.begin(), b.grad.end(), T(0));
-      for (index_t n = 0; n < rows; ++n)
-        for (index_t o = 0; o < O; ++o) b.grad[o] += DY[n * O + o];
-      post(b.grad, c);
-    }
+    c.times->compute += now() - t0;
+    post_sums(sums_, w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr, c);
+    double const t1 = now();
     if (dx.data) {
       T* DX = static_cast<T*>(dx.data);
       for (index_t n = 0; n < rows; ++n) {
@@ -330,29 +390,22 @@ public:
         }
       }
     }
-    c.times->compute += now() - t0;
+    c.times->compute += now() - t1;
   }
 
 private:
-  static void post(std::vector<T>& g, step_context const& c) {
-    double const t0 = now();
-    MPI_Request r = MPI_REQUEST_NULL;
-    MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()),
-                   sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, c.grad_comm, &r);
-    c.pending->push_back(r);
-    c.times->allreduce += now() - t0;
-  }
   tensor_desc in_, out_;
   param_store<T>& ps_;
   layer_params lp_;
+  std::vector<double> sums_; // partial, then total, gradient sums
 };
 
 } // namespace
 
-template <class T>
-std::unique_ptr<layer<T>> make_layer(layer_spec const& s, int index, tensor_desc const& x,
-                                     param_store<T>& store, layer_params const& lp,
-                                     grid_cache& grids, skip_source<T> const& skip) {
+template <class T> std::unique_ptr<layer<T>> make_layer(layer_spec const& s, int index,
+                                                        tensor_desc const& x, param_store<T>& store,
+                                                        layer_params const& lp, grid_cache& grids,
+                                                        skip_source<T> const& skip) {
   if (s.kind == "conv") return std::make_unique<conv_layer<T>>(s, x, store, lp);
   if (s.kind == "maxpool" || s.kind == "avgpool") return std::make_unique<pool_layer<T>>(s, x);
   if (s.kind == "bn") return std::make_unique<bn_layer<T>>(s, x, store, lp);

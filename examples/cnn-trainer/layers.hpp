@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -42,12 +43,17 @@ struct layer_params {
 
 /// What a forward or backward call needs beyond its buffers.
 struct step_context {
-  bool training = true;     ///< batch statistics and dropout (true) or inference
-  std::uint64_t seed = 0;   ///< the run's seed (dropout masks)
-  std::uint64_t step = 0;   ///< global step number (dropout masks)
-  phase_times* times = nullptr;               ///< where the layer adds its time
-  MPI_Comm grad_comm = MPI_COMM_NULL;         ///< communicator of the gradient all-reduces
+  bool training = true;                        ///< batch statistics and dropout (true) or inference
+  std::uint64_t seed = 0;                      ///< the run's seed (dropout masks)
+  std::uint64_t step = 0;                      ///< global step number (dropout masks)
+  phase_times* times = nullptr;                ///< where the layer adds its time
+  MPI_Comm grad_comm = MPI_COMM_NULL;          ///< communicator of the gradient all-reduces
   std::vector<MPI_Request>* pending = nullptr; ///< all-reduces posted in backward
+  /// Run after `pending` completes: turn the all-reduced sums into the parameter gradients.
+  std::vector<std::function<void()>>* finish = nullptr;
+  /// Convolution weight gradients summed in double across ranks and rounded once (instead of
+  /// the operator's all-reduce in T), so float32 runs follow the 1-rank trajectory closely.
+  bool exact_grads = false;
 };
 
 /// A layer of a network built for one batch size.

@@ -24,9 +24,12 @@ void apply_threads(int argc, char** argv) {
   std::string want;
   for (int i = 1; i < argc; ++i) {
     std::string const a = argv[i];
-    if (a == "--threads" && i + 1 < argc) want = argv[i + 1];
-    else if (a.rfind("--threads=", 0) == 0) want = a.substr(10);
-    else if (a == "--deterministic" && want.empty()) want = "1";
+    if (a == "--threads" && i + 1 < argc)
+      want = argv[i + 1];
+    else if (a.rfind("--threads=", 0) == 0)
+      want = a.substr(10);
+    else if (a == "--deterministic" && want.empty())
+      want = "1";
   }
   if (want.empty() || std::atoi(want.c_str()) < 1) return; // bad values: parse_options says so
   char const* have = std::getenv("OMP_NUM_THREADS");

@@ -98,8 +98,8 @@ std::vector<int> strategy_grid(std::string const& s, int nprocs,
   }
   HALOX_REQUIRE(prod == nprocs, halox::errc::invalid_argument,
                 "strategy grid " + s + " has " + std::to_string(prod) + " processes but " +
-                    std::to_string(nprocs) +
-                    " are running; run with mpiexec -n " + std::to_string(prod) +
+                    std::to_string(nprocs) + " are running; run with mpiexec -n " +
+                    std::to_string(prod) +
                     " or use sample, spatial or hybrid, which adapt to the process count");
   return dims;
 }
@@ -126,8 +126,9 @@ model_spec parse_model(std::string const& text, std::string const& source) {
     } else if (key == "input") {
       if (!m.layers.empty()) fail(source, line, "field 'input' must come before the layers");
       if (tok.size() != 4 && tok.size() != 5)
-        fail(source, line, "field 'input': expected C H W or C D H W, got " +
-                               std::to_string(tok.size() - 1) + " values");
+        fail(source, line,
+             "field 'input': expected C H W or C D H W, got " + std::to_string(tok.size() - 1) +
+                 " values");
       m.input.clear();
       for (std::size_t i = 1; i < tok.size(); ++i) {
         long v = 0;
@@ -172,8 +173,8 @@ model_spec parse_model(std::string const& text, std::string const& source) {
         long n = 0;
         if (f == "label") {
           if (v.empty()) bad("a name");
-          if (labels.count(v)) bad("a new label (already used on line " +
-                                   std::to_string(labels[v]) + ")");
+          if (labels.count(v))
+            bad("a new label (already used on line " + std::to_string(labels[v]) + ")");
           labels[v] = line;
           l.label = v;
         } else if (f == "strategy") {
@@ -183,8 +184,8 @@ model_spec parse_model(std::string const& text, std::string const& source) {
         } else if (!allowed.count(f)) {
           std::string list;
           for (auto const& a : allowed) list += " " + a;
-          fail(source, line, "layer '" + key + "' has no field '" + f + "' (fields:" + list +
-                                 " label strategy)");
+          fail(source, line,
+               "layer '" + key + "' has no field '" + f + "' (fields:" + list + " label strategy)");
         } else if (f == "out") {
           if (!parse_int(v, 1, n)) bad("a positive integer");
           l.out = static_cast<int>(n);
@@ -212,8 +213,9 @@ model_spec parse_model(std::string const& text, std::string const& source) {
         }
       }
       if ((key == "conv" || key == "fc") && l.out == 0)
-        fail(source, line, "layer '" + key + "' needs field 'out' (output " +
-                               (key == "conv" ? "channels" : "features") + ")");
+        fail(source, line,
+             "layer '" + key + "' needs field 'out' (output " +
+                 (key == "conv" ? "channels" : "features") + ")");
       if ((key == "conv" || key == "maxpool" || key == "avgpool") && l.kernel.empty())
         fail(source, line, "layer '" + key + "' needs field 'k' (kernel size)");
       if (key == "add" && l.from.empty())
@@ -235,14 +237,18 @@ model_spec parse_model(std::string const& text, std::string const& source) {
     bool const spatial = l.kind == "conv" || l.kind == "bn" || l.kind == "maxpool" ||
                          l.kind == "avgpool" || l.kind == "add" || l.kind == "flatten";
     if (flat && spatial)
-      fail(source, l.line, "layer '" + l.kind + "' needs an N C spatial tensor but follows "
-                           "'flatten'; move it before the flatten layer");
+      fail(source, l.line,
+           "layer '" + l.kind +
+               "' needs an N C spatial tensor but follows "
+               "'flatten'; move it before the flatten layer");
     if (!flat && l.kind == "fc")
       fail(source, l.line, "layer 'fc' needs a flattened input; add a 'flatten' line before it");
     if (l.kind == "flatten") flat = true;
   }
-  if (!flat) fail(source, 0, "the model never flattens; end it with 'flatten' and 'fc out=" +
-                                 std::to_string(m.classes) + "'");
+  if (!flat)
+    fail(source, 0,
+         "the model never flattens; end it with 'flatten' and 'fc out=" +
+             std::to_string(m.classes) + "'");
   if (m.layers.back().kind != "fc" || m.layers.back().out != m.classes)
     fail(source, m.layers.back().line,
          "the last layer must be 'fc out=" + std::to_string(m.classes) +
@@ -253,8 +259,9 @@ model_spec parse_model(std::string const& text, std::string const& source) {
 model_spec load_model_file(std::string const& path) {
   std::ifstream f(path);
   HALOX_REQUIRE(f.good(), halox::errc::invalid_argument,
-                "cannot read model file '" + path + "'; pass an existing file or one of the "
-                "built-in names that --list-models prints");
+                "cannot read model file '" + path +
+                    "'; pass an existing file or one of the "
+                    "built-in names that --list-models prints");
   std::stringstream ss;
   ss << f.rdbuf();
   return parse_model(ss.str(), path);

@@ -25,13 +25,13 @@ struct layer_spec {
 
 /// A whole model.
 struct model_spec {
-  std::string name;                 ///< model name
-  std::string source;               ///< file it came from, or "built-in"
+  std::string name;                  ///< model name
+  std::string source;                ///< file it came from, or "built-in"
   std::vector<halox::index_t> input; ///< C, [D,] H, W of one sample
-  int classes = 0;                  ///< number of classes (the last layer's output features)
-  std::string dtype = "float32";    ///< float32 or float64
-  std::string strategy = "sample";  ///< default strategy of the layers
-  std::vector<layer_spec> layers;   ///< in order; softmax + cross-entropy follow the last
+  int classes = 0;                   ///< number of classes (the last layer's output features)
+  std::string dtype = "float32";     ///< float32 or float64
+  std::string strategy = "sample";   ///< default strategy of the layers
+  std::vector<layer_spec> layers;    ///< in order; softmax + cross-entropy follow the last
   /// Number of spatial dimensions (2 or 3).
   [[nodiscard]] int spatial_dims() const { return static_cast<int>(input.size()) - 1; }
 };

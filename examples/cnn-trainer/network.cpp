@@ -57,8 +57,9 @@ std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, p
         shape = halox::ops::conv_output_shape(shape, w, p);
         index_t fan_in = 1;
         for (std::size_t d = 1; d < w.size(); ++d) fan_in *= w[d];
-        out[i].weight = ps.add(pre + "weight", w,
-                               he_uniform<T>(halox::ops::element_count(w), fan_in, seed, id()), true, true);
+        out[i].weight =
+            ps.add(pre + "weight", w,
+                   he_uniform<T>(halox::ops::element_count(w), fan_in, seed, id()), true, true);
         if (l.bias)
           out[i].bias = ps.add(pre + "bias", {l.out}, std::vector<T>(l.out, T(0)), true, false);
       } else if (l.kind == "maxpool" || l.kind == "avgpool") {
@@ -72,38 +73,43 @@ std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, p
         index_t const c = shape[1];
         out[i].gamma = ps.add(pre + "gamma", {c}, std::vector<T>(c, T(1)), true, false);
         out[i].beta = ps.add(pre + "beta", {c}, std::vector<T>(c, T(0)), true, false);
-        out[i].running_mean = ps.add(pre + "running_mean", {c}, std::vector<T>(c, T(0)), false, false);
-        out[i].running_var = ps.add(pre + "running_var", {c}, std::vector<T>(c, T(1)), false, false);
+        out[i].running_mean =
+            ps.add(pre + "running_mean", {c}, std::vector<T>(c, T(0)), false, false);
+        out[i].running_var =
+            ps.add(pre + "running_var", {c}, std::vector<T>(c, T(1)), false, false);
       } else if (l.kind == "add") {
         if (labelled.at(l.from) != shape)
-          layer_error(m, l, "adds layer '" + l.from + "' of shape " +
-                                shape_str({labelled.at(l.from).begin() + 1, labelled.at(l.from).end()}) +
-                                " to an input of shape " + shape_str({shape.begin() + 1, shape.end()}) +
-                                "; residual inputs must have the same channels and size");
+          layer_error(m, l,
+                      "adds layer '" + l.from + "' of shape " +
+                          shape_str({labelled.at(l.from).begin() + 1, labelled.at(l.from).end()}) +
+                          " to an input of shape " + shape_str({shape.begin() + 1, shape.end()}) +
+                          "; residual inputs must have the same channels and size");
       } else if (l.kind == "flatten") {
         shape = {1, halox::ops::element_count(shape)};
       } else if (l.kind == "fc") {
         std::vector<index_t> w{l.out, shape[1]};
         out[i].weight =
-            ps.add(pre + "weight", w, he_uniform<T>(halox::ops::element_count(w), shape[1], seed, id()), true, true);
+            ps.add(pre + "weight", w,
+                   he_uniform<T>(halox::ops::element_count(w), shape[1], seed, id()), true, true);
         if (l.bias)
           out[i].bias = ps.add(pre + "bias", {l.out}, std::vector<T>(l.out, T(0)), true, false);
         shape = {1, l.out};
       }
     } catch (halox::error const& e) {
-      if (e.code() != halox::errc::invalid_argument || std::string(e.what()).find(m.source) != std::string::npos)
+      if (e.code() != halox::errc::invalid_argument ||
+          std::string(e.what()).find(m.source) != std::string::npos)
         throw;
-      layer_error(m, l, std::string(e.what()) + " (input " +
-                            shape_str({shape.begin() + 1, shape.end()}) + ")");
+      layer_error(m, l,
+                  std::string(e.what()) + " (input " + shape_str({shape.begin() + 1, shape.end()}) +
+                      ")");
     }
     if (!l.label.empty()) labelled[l.label] = shape;
   }
   return out;
 }
 
-template <class T>
-network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
-                    std::vector<layer_params> const& lp, grid_cache& grids)
+template <class T> network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
+                                       std::vector<layer_params> const& lp, grid_cache& grids)
     : batch_(batch) {
   int nprocs = 0;
   MPI_Comm_size(grids.comm(), &nprocs);
@@ -174,7 +180,8 @@ template <class T> void network<T>::forward(step_context const& c) {
   }
 }
 
-template <class T> loss_sums network<T>::loss(std::vector<int> const& labels, step_context const& c) {
+template <class T>
+loss_sums network<T>::loss(std::vector<int> const& labels, step_context const& c) {
   double const t0 = now();
   tensor_desc const& d = logits_desc();
   index_t const rows = d.owned_box().extent(0), K = d.shape()[1];
@@ -212,7 +219,8 @@ template <class T> void network<T>::backward(step_context const& c) {
       T const* s = skip_grad_[i].data();
       T* d = dy_[i].data();
       double const t0 = now();
-      for_each_owned(l.out_desc(), l.out_desc(), [&](index_t a, index_t, index_t) { d[a] += s[a]; });
+      for_each_owned(l.out_desc(), l.out_desc(),
+                     [&](index_t a, index_t, index_t) { d[a] += s[a]; });
       c.times->compute += now() - t0;
     }
     tensor_view dx = i > 0 ? tensor_view(l.in_desc(), dx_[i]) : tensor_view{};
@@ -228,16 +236,18 @@ template <class T> std::string network<T>::describe() const {
     auto const& l = *layers_[i];
     std::string grid;
     for (int d : l.in_desc().grid().dims()) grid += (grid.empty() ? "" : "x") + std::to_string(d);
-    os << "  " << i << " " << kinds_[i] << "  grid " << grid << "  in " << shape_str(l.in_desc().shape())
-       << "  out " << shape_str(l.out_desc().shape());
+    os << "  " << i << " " << kinds_[i] << "  grid " << grid << "  in "
+       << shape_str(l.in_desc().shape()) << "  out " << shape_str(l.out_desc().shape());
     if (i > 0 && !moves_[i]->local()) os << "  (redistributed from the previous layer)";
     os << "\n";
   }
   return os.str();
 }
 
-template std::vector<layer_params> make_params(model_spec const&, std::uint64_t, param_store<float>&);
-template std::vector<layer_params> make_params(model_spec const&, std::uint64_t, param_store<double>&);
+template std::vector<layer_params> make_params(model_spec const&, std::uint64_t,
+                                               param_store<float>&);
+template std::vector<layer_params> make_params(model_spec const&, std::uint64_t,
+                                               param_store<double>&);
 template class network<float>;
 template class network<double>;
 

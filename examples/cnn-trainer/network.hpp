@@ -35,9 +35,7 @@ public:
   /// The input buffer (laid out as `input_desc()`).
   [[nodiscard]] std::vector<T>& input() { return x_[0]; }
   /// Layout of the class scores [N, classes] (sample-parallel).
-  [[nodiscard]] halox::tensor_desc const& logits_desc() const {
-    return layers_.back()->out_desc();
-  }
+  [[nodiscard]] halox::tensor_desc const& logits_desc() const { return layers_.back()->out_desc(); }
   /// Runs every layer forward.
   void forward(step_context const& c);
   /// Softmax + cross-entropy of the logits against `labels` (one per owned sample, in order);

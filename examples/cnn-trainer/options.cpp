@@ -79,24 +79,29 @@ options parse_options(std::vector<std::string> const& args) {
       {"--steps", [&](auto const& v) { o.steps = to_long("--steps", v, 1); }},
       {"--lr", [&](auto const& v) { o.lr = to_double("--lr", v, 0, 100); }},
       {"--momentum", [&](auto const& v) { o.momentum = to_double("--momentum", v, 0, 0.9999); }},
-      {"--weight-decay", [&](auto const& v) { o.weight_decay = to_double("--weight-decay", v, 0, 1); }},
-      {"--seed", [&](auto const& v) { o.seed = static_cast<std::uint64_t>(to_long("--seed", v, 0)); }},
+      {"--weight-decay",
+       [&](auto const& v) { o.weight_decay = to_double("--weight-decay", v, 0, 1); }},
+      {"--seed",
+       [&](auto const& v) { o.seed = static_cast<std::uint64_t>(to_long("--seed", v, 0)); }},
       {"--dtype",
        [&](auto const& v) {
          if (v != "float32" && v != "float64") bad("--dtype " + v + ": use float32 or float64");
          o.dtype = v;
        }},
-      {"--threads", [&](auto const& v) { o.threads = static_cast<int>(to_long("--threads", v, 1)); }},
+      {"--threads",
+       [&](auto const& v) { o.threads = static_cast<int>(to_long("--threads", v, 1)); }},
       {"--log-json", [&](auto const& v) { o.log_json = v; }},
       {"--checkpoint", [&](auto const& v) { o.checkpoint = v; }},
       {"--resume", [&](auto const& v) { o.resume = v; }},
       {"--print-every", [&](auto const& v) { o.print_every = to_long("--print-every", v, 1); }},
       {"--compare-log", [&](auto const& v) { o.compare_log = v; }},
       {"--rtol", [&](auto const& v) { o.rtol = to_double("--rtol", v, 0, 1); }}};
-  std::map<std::string, bool*> const flags{
-      {"--deterministic", &o.deterministic}, {"--debug-print", &o.debug_print},
-      {"--describe", &o.describe},           {"--help", &o.help},
-      {"-h", &o.help},                       {"--list-models", &o.list_models}};
+  std::map<std::string, bool*> const flags{{"--deterministic", &o.deterministic},
+                                           {"--debug-print", &o.debug_print},
+                                           {"--describe", &o.describe},
+                                           {"--help", &o.help},
+                                           {"-h", &o.help},
+                                           {"--list-models", &o.list_models}};
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i], v;
     bool has_inline = false;

@@ -24,8 +24,8 @@ template <class T> struct param_store {
   std::vector<param<T>> params; ///< in the order the layers created them
 
   /// Adds a parameter filled with `init`; returns its index.
-  int add(std::string name, std::vector<halox::index_t> shape, std::vector<T> init,
-          bool trainable, bool decay) {
+  int add(std::string name, std::vector<halox::index_t> shape, std::vector<T> init, bool trainable,
+          bool decay) {
     param<T> p;
     p.name = std::move(name);
     p.shape = std::move(shape);

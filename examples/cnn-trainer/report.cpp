@@ -35,8 +35,10 @@ reporter::reporter(options const& o, int rank, int size)
 
 void reporter::line(std::string const& s) {
   if (!prints_) return;
-  if (o_.debug_print) std::printf("[%d/%d] %s\n", rank_, size_, s.c_str());
-  else std::printf("%s\n", s.c_str());
+  if (o_.debug_print)
+    std::printf("[%d/%d] %s\n", rank_, size_, s.c_str());
+  else
+    std::printf("%s\n", s.c_str());
   std::fflush(stdout);
 }
 
@@ -89,16 +91,17 @@ void reporter::epoch(int e, epoch_stats const& s, bool have_test, loss_sums cons
   double v[5] = {s.time, s.phases.compute, s.phases.halo, s.phases.shuffle, s.phases.allreduce};
   double mx[5];
   MPI_Allreduce(v, mx, 5, MPI_DOUBLE, MPI_MAX, comm);
-  std::string l = "epoch " + std::to_string(e) +
-                  fmt(" done: train loss %.4f acc %.1f%%", s.loss / s.samples, 100 * s.correct / s.samples);
+  std::string l =
+      "epoch " + std::to_string(e) +
+      fmt(" done: train loss %.4f acc %.1f%%", s.loss / s.samples, 100 * s.correct / s.samples);
   if (have_test) l += fmt(", test loss %.4f acc %.1f%%", test.loss, 100 * test.correct);
   line(l);
   line(fmt("  time %.2f s over %.0f steps (%.1f img/s); max over ranks: compute %.2f s, ", mx[0],
            static_cast<double>(s.steps), s.samples / mx[0], mx[1]) +
        fmt("halo %.2f s, shuffle %.2f s, allreduce %.2f s", mx[2], mx[3], mx[4]));
   if (o_.debug_print)
-    line(fmt("  this rank: compute %.2f s, halo %.2f s, shuffle %.2f s, allreduce %.2f s", v[1], v[2],
-             v[3], v[4]));
+    line(fmt("  this rank: compute %.2f s, halo %.2f s, shuffle %.2f s, allreduce %.2f s", v[1],
+             v[2], v[3], v[4]));
 }
 
 int reporter::compare(std::string const& path, double rtol, MPI_Comm comm) {

@@ -19,13 +19,13 @@ struct loss_sums;
 
 /// One training step as seen by the calling rank.
 struct step_record {
-  long step = 0;             ///< 1-based global step
-  int epoch = 0;             ///< 1-based epoch
-  double loss = 0;           ///< mean cross-entropy over the batch
-  double accuracy = 0;       ///< fraction of the batch classified right
-  double images_per_s = 0;   ///< batch size / step time
-  double time = 0;           ///< wall time of the step
-  phase_times phases;        ///< this rank's breakdown
+  long step = 0;           ///< 1-based global step
+  int epoch = 0;           ///< 1-based epoch
+  double loss = 0;         ///< mean cross-entropy over the batch
+  double accuracy = 0;     ///< fraction of the batch classified right
+  double images_per_s = 0; ///< batch size / step time
+  double time = 0;         ///< wall time of the step
+  phase_times phases;      ///< this rank's breakdown
 };
 
 /// Sums over an epoch.
@@ -54,8 +54,7 @@ public:
   /// Records a step; prints a progress line every --print-every steps, logs every step.
   void step(step_record const& r, long total_steps, double eta_s);
   /// Prints an epoch summary; collective (the breakdown is the maximum over the ranks).
-  void epoch(int e, epoch_stats const& s, bool have_test, loss_sums const& test,
-             MPI_Comm comm);
+  void epoch(int e, epoch_stats const& s, bool have_test, loss_sums const& test, MPI_Comm comm);
   /// Prints text as is.
   void text(std::string const& s);
   /// Compares this run's losses with those in a --log-json file (rank 0 reads it); returns the

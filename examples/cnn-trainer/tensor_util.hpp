@@ -53,8 +53,7 @@ void for_each_owned(halox::tensor_desc const& a, halox::tensor_desc const& b, F&
       pb += (ob[d] + i[d]) * sb[d];
       g = g * shape[d] + own.lo[d] + i[d];
     }
-    for (halox::index_t k = 0; k < inner; ++k)
-      f(pa + k * sa[nd - 1], pb + k * sb[nd - 1], g + k);
+    for (halox::index_t k = 0; k < inner; ++k) f(pa + k * sa[nd - 1], pb + k * sb[nd - 1], g + k);
     int d = nd - 2;
     for (; d >= 0; --d) {
       if (++i[d] < own.extent(d)) break;

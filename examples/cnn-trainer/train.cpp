@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -54,9 +55,8 @@ private:
 };
 
 // Runs a batch forward (and backward when training); returns this rank's loss sums.
-template <class T>
-loss_sums run_batch(network<T>& net, dataset& data, split s, std::vector<index_t> const& ids,
-                    step_context const& c) {
+template <class T> loss_sums run_batch(network<T>& net, dataset& data, split s,
+                                       std::vector<index_t> const& ids, step_context const& c) {
   double const t0 = now();
   fill_batch(data, s, ids, net.input_desc(), net.input());
   halox::box const own = net.logits_desc().owned_box();
@@ -69,16 +69,16 @@ loss_sums run_batch(network<T>& net, dataset& data, split s, std::vector<index_t
   return l;
 }
 
-template <class T>
-loss_sums evaluate(network_cache<T>& nets, dataset& data, long batch, step_context c,
-                   MPI_Comm comm) {
+template <class T> loss_sums evaluate(network_cache<T>& nets, dataset& data, long batch,
+                                      step_context c, MPI_Comm comm) {
   c.training = false;
   loss_sums total;
   index_t const n = data.size(split::test);
   for (index_t first = 0; first < n; first += batch) {
     std::vector<index_t> ids;
     for (index_t i = first; i < std::min<index_t>(n, first + batch); ++i) ids.push_back(i);
-    loss_sums const l = run_batch(nets.get(static_cast<index_t>(ids.size())), data, split::test, ids, c);
+    loss_sums const l =
+        run_batch(nets.get(static_cast<index_t>(ids.size())), data, split::test, ids, c);
     total.loss += l.loss;
     total.correct += l.correct;
   }
@@ -138,11 +138,16 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                                order.begin() + std::min<index_t>(ntrain, (b + 1) * o.batch));
       phase_times t;
       std::vector<MPI_Request> pending;
-      step_context c{true, o.seed, static_cast<std::uint64_t>(s), &t, grad_comm, &pending};
+      std::vector<std::function<void()>> finish;
+      step_context c{true,    o.seed,         static_cast<std::uint64_t>(s),
+                     &t,      grad_comm,      &pending,
+                     &finish, o.deterministic};
       double const t0 = now();
-      loss_sums l = run_batch(nets.get(static_cast<index_t>(ids.size())), *data, split::train, ids, c);
+      loss_sums l =
+          run_batch(nets.get(static_cast<index_t>(ids.size())), *data, split::train, ids, c);
       double const tw = now();
       MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
+      for (auto& f : finish) f();
       double v[2] = {l.loss, l.correct};
       MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, world);
       t.allreduce += now() - tw;
@@ -150,8 +155,13 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       opt.step(ps);
       t.compute += now() - to;
       double const dt = now() - t0;
-      step_record r{s + 1, epoch + 1, v[0] / static_cast<double>(ids.size()),
-                    v[1] / static_cast<double>(ids.size()), static_cast<double>(ids.size()) / dt, dt, t};
+      step_record r{s + 1,
+                    epoch + 1,
+                    v[0] / static_cast<double>(ids.size()),
+                    v[1] / static_cast<double>(ids.size()),
+                    static_cast<double>(ids.size()) / dt,
+                    dt,
+                    t};
       ep.add(r, static_cast<double>(ids.size()));
       double const avg = (now() - t_start) / static_cast<double>(s + 1 - first_step);
       out.step(r, total_steps, avg * static_cast<double>(total_steps - s - 1));
@@ -160,14 +170,15 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
         loss_sums test{};
         if (o.eval) {
           phase_times et;
-          step_context ec{false, o.seed, 0, &et, grad_comm, &pending};
+          step_context ec{false, o.seed, 0, &et, grad_comm, &pending, &finish, false};
           test = evaluate(nets, *data, o.batch, ec, world);
         }
         out.epoch(epoch + 1, ep, o.eval, test, world);
         ep = epoch_stats{};
         if (!o.checkpoint.empty()) {
           save_checkpoint(o.checkpoint, family(m.name), ps, train_position{s + 1}, world);
-          out.text("checkpoint " + o.checkpoint + " written at step " + std::to_string(s + 1) + "\n");
+          out.text("checkpoint " + o.checkpoint + " written at step " + std::to_string(s + 1) +
+                   "\n");
         }
       }
     }

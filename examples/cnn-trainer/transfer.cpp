@@ -28,13 +28,13 @@ void transfer<T>::forward(std::vector<T>& src_buf, std::vector<T>& dst_buf, phas
   }
   T const* s = src_buf.data();
   T* d = dst_buf.data();
-  for_each_owned(src_, dst_, [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] = s[a]; });
+  for_each_owned(src_, dst_,
+                 [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] = s[a]; });
   t.compute += now() - t0;
 }
 
-template <class T>
-void transfer<T>::backward(std::vector<T>& dst_buf, std::vector<T>& src_buf, phase_times& t,
-                           bool accumulate) {
+template <class T> void transfer<T>::backward(std::vector<T>& dst_buf, std::vector<T>& src_buf,
+                                              phase_times& t, bool accumulate) {
   double const t0 = now();
   if (plan_) {
     std::vector<T>& out = accumulate ? scratch_ : src_buf;
@@ -45,7 +45,8 @@ void transfer<T>::backward(std::vector<T>& dst_buf, std::vector<T>& src_buf, pha
       double const t1 = now();
       T* o = src_buf.data();
       T const* s = scratch_.data();
-      for_each_owned(src_, src_, [&](halox::index_t a, halox::index_t, halox::index_t) { o[a] += s[a]; });
+      for_each_owned(src_, src_,
+                     [&](halox::index_t a, halox::index_t, halox::index_t) { o[a] += s[a]; });
       t.compute += now() - t1;
     }
     return;
@@ -53,9 +54,11 @@ void transfer<T>::backward(std::vector<T>& dst_buf, std::vector<T>& src_buf, pha
   T const* s = dst_buf.data();
   T* d = src_buf.data();
   if (accumulate)
-    for_each_owned(dst_, src_, [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] += s[a]; });
+    for_each_owned(dst_, src_,
+                   [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] += s[a]; });
   else
-    for_each_owned(dst_, src_, [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] = s[a]; });
+    for_each_owned(dst_, src_,
+                   [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] = s[a]; });
   t.compute += now() - t0;
 }
 
