@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int status = 0;
+  // With --debug-print every rank reports the error, which shows that each of them stopped.
+  bool every_rank = false;
+  for (int i = 1; i < argc; ++i)
+    every_rank = every_rank || std::strcmp(argv[i], "--debug-print") == 0;
   try {
     trainer::options const o = trainer::parse_options({argv + 1, argv + argc});
     if (o.help) {
@@ -69,7 +73,12 @@ int main(int argc, char** argv) {
   } catch (std::exception const& e) {
     // Option, model and set-up errors are raised identically on every rank (pure parsing, or
     // halox's collective checks), so every rank stops here and none waits for the others.
-    if (rank == 0) std::fprintf(stderr, "halox-train: error: %s\n", e.what());
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (every_rank)
+      std::fprintf(stderr, "[%d/%d] halox-train: error: %s\n", rank, size, e.what());
+    else if (rank == 0)
+      std::fprintf(stderr, "halox-train: error: %s\n", e.what());
     std::fflush(stderr);
     status = 2;
   }

@@ -41,7 +41,8 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --model NAME|FILE     built-in model (--list-models) or model file   [resnet-hybrid]
   --list-models         print the built-in models and exit
   --describe            print every layer's process grid and the redistributions
-  --dataset D           synthetic | synthetic3d | mnist:DIR | cifar10:DIR   [synthetic]
+  --dataset D           synthetic | synthetic3d | mnist:DIR | cifar10:DIR
+                        [synthetic for 2-D models, synthetic3d for 3-D ones]
   --train-size N        training samples (synthetic: how many; files: a limit)  [2048]
   --test-size N         held-out samples evaluated at each epoch end          [512]
   --no-eval             skip the evaluation
@@ -63,6 +64,7 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --debug-print         every rank prints, lines prefixed with [rank/size]
   --compare-log FILE    after training, compare the losses with another run's --log-json
   --rtol X              relative tolerance of --compare-log                   [1e-4]
+  --expect-accuracy X   exit with status 1 unless the last test accuracy is >= X (0 to 1)
   --help                this text
 )";
 }
@@ -95,6 +97,8 @@ options parse_options(std::vector<std::string> const& args) {
       {"--resume", [&](auto const& v) { o.resume = v; }},
       {"--print-every", [&](auto const& v) { o.print_every = to_long("--print-every", v, 1); }},
       {"--compare-log", [&](auto const& v) { o.compare_log = v; }},
+      {"--expect-accuracy",
+       [&](auto const& v) { o.expect_accuracy = to_double("--expect-accuracy", v, 0, 1); }},
       {"--rtol", [&](auto const& v) { o.rtol = to_double("--rtol", v, 0, 1); }}};
   std::map<std::string, bool*> const flags{{"--deterministic", &o.deterministic},
                                            {"--debug-print", &o.debug_print},

@@ -95,7 +95,10 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   MPI_Comm_size(world, &size);
   reporter out(o, rank, size);
 
-  auto data = open_dataset(o.dataset, m.input, m.classes, o.train_size, o.test_size);
+  std::string const dataset_spec = !o.dataset.empty()      ? o.dataset
+                                   : m.spatial_dims() == 3 ? "synthetic3d"
+                                                           : "synthetic";
+  auto data = open_dataset(dataset_spec, m.input, m.classes, o.train_size, o.test_size);
   param_store<T> ps;
   std::vector<layer_params> const lp = make_params(m, o.seed, ps);
   // Every rank initialised the same values from the seed; broadcasting rank 0's makes that a
@@ -118,7 +121,10 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   for (auto const& p : ps.params)
     if (p.trainable) trainable += static_cast<long>(p.value.size());
   out.header(m, data->describe(), trainable, total_steps, steps_per_epoch, pos.step);
-  if (o.describe) out.text(nets.get(o.batch).describe());
+  // Build the first network now: a strategy that does not fit the rank count fails here, on
+  // every rank alike, rather than inside the training loop.
+  network<T>& first = nets.get(std::min<index_t>(o.batch, ntrain));
+  if (o.describe) out.text(first.describe());
 
   int status = 0;
   try {
@@ -126,6 +132,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     int order_epoch = -1;
     epoch_stats ep;
     double const t_start = now();
+    double last_test_accuracy = -1;
     long const first_step = pos.step;
     for (long s = pos.step; s < total_steps; ++s) {
       int const epoch = static_cast<int>(s / steps_per_epoch);
@@ -172,6 +179,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
           phase_times et;
           step_context ec{false, o.seed, 0, &et, grad_comm, &pending, &finish, false};
           test = evaluate(nets, *data, o.batch, ec, world);
+          last_test_accuracy = test.correct;
         }
         out.epoch(epoch + 1, ep, o.eval, test, world);
         ep = epoch_stats{};
@@ -182,6 +190,11 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
         }
       }
     }
+    if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
+      out.text("expected a test accuracy of at least " + std::to_string(100 * o.expect_accuracy) +
+               "% but reached " + std::to_string(100 * last_test_accuracy) + "%: FAILED\n");
+      status = 1;
+    }
   } catch (std::exception const& e) {
     // Past set-up an error may strike one rank only (a short read, a full disk); the others
     // would wait for it in the next collective, so stop the whole job.
@@ -189,7 +202,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     std::fflush(stderr);
     MPI_Abort(world, 3);
   }
-  if (!o.compare_log.empty()) status = out.compare(o.compare_log, o.rtol, world);
+  if (!o.compare_log.empty()) status = std::max(status, out.compare(o.compare_log, o.rtol, world));
   MPI_Comm_free(&grad_comm);
   return status;
 }
