@@ -5,6 +5,7 @@
 #include <halox/error.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -59,7 +60,8 @@ void reporter::header(model_spec const& m, std::string const& data, long params,
   for (auto e : m.input) in += (in.empty() ? "" : "x") + std::to_string(e);
   line("halox-train: model " + m.name + " (" + m.source + ", " + std::to_string(m.layers.size()) +
        " layers, input " + in + ", " + std::to_string(params) + " parameters, default strategy " +
-       m.strategy + ") on " + std::to_string(size_) + " ranks");
+       m.strategy + ") on " + std::to_string(size_) + " ranks, OMP_NUM_THREADS=" +
+       (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset"));
   line("data: " + data);
   line("batch " + std::to_string(o_.batch) + ", " + std::to_string(steps) + " steps (" +
        std::to_string(steps_per_epoch) + " per epoch)" +
