@@ -39,6 +39,16 @@ void apply_threads(int argc, char** argv) {
   // exec failed: carry on with the threads we have.
 }
 
+void report_error(std::string const& msg, bool every_rank, int rank) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (every_rank)
+    std::fprintf(stderr, "[%d/%d] halox-train: error: %s\n", rank, size, msg.c_str());
+  else if (rank == 0)
+    std::fprintf(stderr, "halox-train: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -70,16 +80,16 @@ int main(int argc, char** argv) {
       status = dtype == "float64" ? trainer::train<double>(o, m, MPI_COMM_WORLD)
                                   : trainer::train<float>(o, m, MPI_COMM_WORLD);
     }
+  } catch (halox::error const& e) {
+    // A bad option, model or file: the message says what and how to fix it, and the decoration
+    // of what() (category, rank, source line) would only bury it. Other categories keep it.
+    bool const user = e.code() == halox::errc::invalid_argument;
+    report_error(user ? e.message() : std::string(e.what()), every_rank, rank);
+    status = 2;
   } catch (std::exception const& e) {
     // Option, model and set-up errors are raised identically on every rank (pure parsing, or
     // halox's collective checks), so every rank stops here and none waits for the others.
-    int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (every_rank)
-      std::fprintf(stderr, "[%d/%d] halox-train: error: %s\n", rank, size, e.what());
-    else if (rank == 0)
-      std::fprintf(stderr, "halox-train: error: %s\n", e.what());
-    std::fflush(stderr);
+    report_error(e.what(), every_rank, rank);
     status = 2;
   }
   MPI_Finalize();

@@ -97,11 +97,10 @@ std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, p
       }
     } catch (halox::error const& e) {
       if (e.code() != halox::errc::invalid_argument ||
-          std::string(e.what()).find(m.source) != std::string::npos)
+          e.message().find(m.source) != std::string::npos)
         throw;
       layer_error(m, l,
-                  std::string(e.what()) + " (input " + shape_str({shape.begin() + 1, shape.end()}) +
-                      ")");
+                  e.message() + " (input " + shape_str({shape.begin() + 1, shape.end()}) + ")");
     }
     if (!l.label.empty()) labelled[l.label] = shape;
   }
