@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Images/s of halox-train per strategy and rank count, next to the same model in PyTorch on one
+process with the same threads (the local-speed reference). Writes a markdown table and JSON.
+
+  examples/cnn-trainer/bench/bench-trainer.py --train build/mpich/examples/cnn-trainer/halox-train \
+      --model resnet --ranks 1 2 4 --threads 1 --steps 12 --out bench-trainer
+
+The median images/s over the steps after the first two (warm-up) is reported, from each run's
+--log-json; the time breakdown is the mean per step on rank 0.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def parse_model(path):
+    """The layers of a model file as (kind, fields) pairs, plus input and classes."""
+    layers, inp, classes = [], None, None
+    for raw in open(path):
+        tok = raw.split("#")[0].split()
+        if not tok:
+            continue
+        if tok[0] == "input":
+            inp = [int(v) for v in tok[1:]]
+        elif tok[0] == "classes":
+            classes = int(tok[1])
+        elif tok[0] in ("name", "dtype", "strategy"):
+            continue
+        else:
+            layers.append((tok[0], dict(t.split("=", 1) for t in tok[1:])))
+    return inp, classes, layers
+
+
+def torch_images_per_s(model_file, batch, steps, threads):
+    import torch
+    import torch.nn as nn
+
+    torch.set_num_threads(threads)
+    inp, classes, layers = parse_model(model_file)
+    nd = len(inp) - 1
+    conv = nn.Conv2d if nd == 2 else nn.Conv3d
+    bn = nn.BatchNorm2d if nd == 2 else nn.BatchNorm3d
+    maxp = nn.MaxPool2d if nd == 2 else nn.MaxPool3d
+    avgp = nn.AvgPool2d if nd == 2 else nn.AvgPool3d
+
+    def dims(v, default):  # "3" -> 3 (every dimension), "1x3x3" -> (1, 3, 3)
+        if not v:
+            return default
+        vals = tuple(int(x) for x in v.split("x"))
+        return vals[0] if len(vals) == 1 else vals
+
+    mods, kinds, labels = nn.ModuleList(), [], {}
+    shape = torch.zeros(1, *inp)
+    with torch.no_grad():
+        for i, (kind, f) in enumerate(layers):
+            if kind == "conv":
+                m = conv(shape.shape[1], int(f["out"]), dims(f.get("k"), 1), dims(f.get("stride"), 1),
+                         dims(f.get("pad"), 0), dims(f.get("dilation"), 1), bias=f.get("bias", "1") == "1")
+            elif kind == "bn":
+                m = bn(shape.shape[1])
+            elif kind == "relu":
+                m = nn.ReLU()
+            elif kind in ("maxpool", "avgpool"):
+                k = dims(f.get("k"), 1)
+                s = dims(f.get("stride"), None) or k
+                m = (maxp if kind == "maxpool" else avgp)(k, s, dims(f.get("pad"), 0))
+            elif kind == "dropout":
+                m = nn.Dropout(float(f.get("p", 0.5)))
+            elif kind == "flatten":
+                m = nn.Flatten()
+            elif kind == "fc":
+                m = nn.Linear(shape.shape[1], int(f["out"]), bias=f.get("bias", "1") == "1")
+            else:  # add
+                m = nn.Identity()
+            mods.append(m)
+            kinds.append((kind, f.get("from"), f.get("label")))
+            shape = m(shape) if kind != "add" else shape
+
+    def forward(x):
+        saved = {}
+        for m, (kind, src, label) in zip(mods, kinds):
+            x = x + saved[src] if kind == "add" else m(x)
+            if label:
+                saved[label] = x
+        return x
+
+    opt = torch.optim.SGD(mods.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(batch, *inp)
+    y = torch.randint(0, classes, (batch,))
+    rates = []
+    for s in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(forward(x), y)
+        loss.backward()
+        opt.step()
+        rates.append(batch / (time.perf_counter() - t0))
+    return statistics.median(rates[2:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train", required=True, help="the halox-train executable")
+    ap.add_argument("--mpiexec", default="mpiexec.mpich")
+    ap.add_argument("--model", default="resnet", help="model family (resnet, alexnet, conv3d)")
+    ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--strategies", nargs="+", default=["sample", "spatial", "hybrid"])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="bench-trainer")
+    a = ap.parse_args()
+    here = os.path.dirname(os.path.abspath(__file__))
+    rows = []
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    for strategy in a.strategies:
+        for n in a.ranks:
+            with tempfile.NamedTemporaryFile(suffix=".json") as log:
+                cmd = [a.mpiexec, "-n", str(n), a.train, "--model", f"{a.model}-{strategy}",
+                       "--batch", str(a.batch), "--steps", str(a.steps), "--no-eval",
+                       "--threads", str(a.threads), "--print-every", "1000", "--log-json", log.name]
+                subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+                steps = [json.loads(l) for l in open(log.name)][2:]
+            row = {"impl": "halox-train", "strategy": strategy, "ranks": n,
+                   "images_per_s": statistics.median(s["images_per_s"] for s in steps)}
+            for k in ("time_s", "compute_s", "halo_s", "shuffle_s", "allreduce_s"):
+                row[k] = statistics.mean(s[k] for s in steps)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    model_file = os.path.join(here, "..", "models", f"{a.model}-sample.model")
+    rows.append({"impl": "pytorch " + __import__("torch").__version__, "strategy": "-", "ranks": 1,
+                 "images_per_s": torch_images_per_s(model_file, a.batch, a.steps, a.threads)})
+    print(json.dumps(rows[-1]), flush=True)
+    meta = {"model": a.model, "batch": a.batch, "steps": a.steps, "threads": a.threads,
+            "mpiexec": a.mpiexec, "cores": os.cpu_count(), "command": " ".join(sys.argv)}
+    json.dump({"meta": meta, "results": rows}, open(a.out + ".json", "w"), indent=1)
+    with open(a.out + ".md", "w") as f:
+        f.write(f"| implementation | strategy | ranks | images/s | step (ms) | compute | halo | shuffle | allreduce |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            if "time_s" in r:
+                f.write(f"| {r['impl']} | {r['strategy']} | {r['ranks']} | {r['images_per_s']:.0f} | "
+                        f"{1000 * r['time_s']:.0f} | {1000 * r['compute_s']:.0f} | {1000 * r['halo_s']:.0f} | "
+                        f"{1000 * r['shuffle_s']:.0f} | {1000 * r['allreduce_s']:.0f} |\n")
+            else:
+                f.write(f"| {r['impl']} | - | 1 | {r['images_per_s']:.0f} | | | | | |\n")
+    print(open(a.out + ".md").read())
+
+
+if __name__ == "__main__":
+    main()

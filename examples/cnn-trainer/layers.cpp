@@ -1,0 +1,427 @@
+// The layer implementations: convolution, pooling, batch norm and ReLU wrap halox's
+// distributed operators; dropout, residual add, flatten and the fully connected layer are the
+// trainer's own (pointwise, or sample-parallel).
+#include "layers.hpp"
+
+#include "transfer.hpp"
+
+#include <halox/error.hpp>
+#include <halox/ops/distributed.hpp>
+#include <halox/ops/ops.hpp>
+
+#include <cstring>
+
+namespace trainer {
+namespace ops = halox::ops;
+using halox::index_t;
+using halox::tensor_desc;
+using halox::tensor_view;
+
+halox::process_grid const& grid_cache::get(std::vector<int> const& dims) {
+  auto& g = grids_[dims];
+  if (!g) g = std::make_unique<halox::process_grid>(comm_, dims);
+  return *g;
+}
+
+namespace {
+
+template <class T> ops::const_tensor_ref<T> cref(param<T> const& p) {
+  return ops::const_tensor_ref<T>(p.value.data(), p.shape);
+}
+
+ops::dist_options op_options() {
+  ops::dist_options o;
+  o.method = halox::backend::mpi_pack; // no measuring collectives per layer and batch size
+  return o;
+}
+
+// Posts the all-reduce of `sums` (partial sums in double) and, once it completes, rounds the
+// totals into `a` (and `b`, which takes the tail of `sums` when non-null).
+template <class T> void post_sums(std::vector<double>& sums, std::vector<T>& a, std::vector<T>* b,
+                                  step_context const& c) {
+  double const t0 = now();
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Iallreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM,
+                 c.grad_comm, &r);
+  c.pending->push_back(r);
+  c.finish->push_back([&sums, &a, b] {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<T>(sums[i]);
+    if (b)
+      for (std::size_t i = 0; i < b->size(); ++i) (*b)[i] = static_cast<T>(sums[a.size() + i]);
+  });
+  c.times->allreduce += now() - t0;
+}
+
+// A copy of `v`'s buffer in double, and the block of it that `haloed_block` would give.
+template <class T> ops::block_ref<double> block64(tensor_view const& v, std::vector<double>& copy) {
+  auto const b = ops::haloed_block<T>(v);
+  T const* src = static_cast<T const*>(v.data);
+  std::size_t const n = v.bytes / sizeof(T);
+  copy.resize(n);
+  for (std::size_t i = 0; i < n; ++i) copy[i] = src[i];
+  ops::block_ref<double> r;
+  r.origin = b.origin;
+  r.ref.shape = b.ref.shape;
+  r.ref.strides = b.ref.strides;
+  r.ref.data = b.ref.data ? copy.data() + (b.ref.data - src) : nullptr;
+  return r;
+}
+
+template <class T> class conv_layer final : public layer<T> {
+public:
+  conv_layer(layer_spec const& s, tensor_desc const& x, param_store<T>& ps, layer_params const& lp)
+      : ps_(ps), lp_(lp), params_(params(s)),
+        op_(x, ps.params[lp.weight].shape, params_, op_options()) {}
+  tensor_desc const& in_desc() const override { return op_.input_desc(); }
+  tensor_desc const& out_desc() const override { return op_.output_desc(); }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    op_.forward(x, cref(ps_.params[lp_.weight]),
+                lp_.bias >= 0 ? ps_.params[lp_.bias].value.data() : nullptr, y);
+    c.times->add(op_.timings());
+  }
+  void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    auto& w = ps_.params[lp_.weight];
+    T* db = lp_.bias >= 0 ? ps_.params[lp_.bias].grad.data() : nullptr;
+    if (!c.exact_grads) {
+      op_.backward(x, dy, cref(w), dx, ops::tensor_ref<T>(w.grad.data(), w.shape), db);
+      c.times->add(op_.timings());
+      return;
+    }
+    op_.backward(x, dy, cref(w), dx, ops::tensor_ref<T>{}, nullptr); // dx only
+    c.times->add(op_.timings());
+    double const t0 = now();
+    std::size_t const nb = lp_.bias >= 0 ? ps_.params[lp_.bias].value.size() : 0;
+    sums_.assign(w.value.size() + nb, 0.0);
+    halox::box const own = op_.output_desc().owned_box();
+    if (!own.empty()) {
+      int const nd = own.nd;
+      halox::box out; // the owned outputs, spatial dimensions only
+      out.nd = nd - 2;
+      for (int d = 2; d < nd; ++d) out.lo[d - 2] = own.lo[d], out.hi[d - 2] = own.hi[d];
+      std::vector<index_t> const& s = op_.input_desc().shape();
+      std::vector<index_t> const in_extent(s.begin() + 2, s.end());
+      auto const xb = block64<T>(x, x64_), dyb = block64<T>(dy, dy64_);
+      ops::conv_backward_weights_box<double>(
+          xb, in_extent, dyb, ops::tensor_ref<double>(sums_.data(), w.shape), out, params_);
+      if (nb) ops::conv_backward_bias_box<double>(dyb, out, sums_.data() + w.value.size());
+    }
+    c.times->compute += now() - t0;
+    post_sums(sums_, w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr, c);
+  }
+
+private:
+  static ops::conv_params params(layer_spec const& s) {
+    ops::conv_params p;
+    p.stride = s.stride;
+    p.pad_lo = p.pad_hi = s.pad;
+    p.dilation = s.dilation;
+    return p;
+  }
+  param_store<T>& ps_;
+  layer_params lp_;
+  ops::conv_params params_;
+  ops::dist_conv<T> op_;
+  std::vector<double> sums_, x64_, dy64_; // exact_grads: partial sums, double copies
+};
+
+template <class T> class pool_layer final : public layer<T> {
+public:
+  pool_layer(layer_spec const& s, tensor_desc const& x)
+      : avg_(s.kind == "avgpool"), op_(x, params(s), op_options()) {}
+  tensor_desc const& in_desc() const override { return op_.input_desc(); }
+  tensor_desc const& out_desc() const override { return op_.output_desc(); }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    op_.forward(x, y);
+    c.times->add(op_.timings());
+  }
+  void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    op_.backward(avg_ ? tensor_view{} : x, dy, dx);
+    c.times->add(op_.timings());
+  }
+
+private:
+  static ops::pool_params params(layer_spec const& s) {
+    ops::pool_params p;
+    p.kind = s.kind == "avgpool" ? ops::pool_kind::average : ops::pool_kind::max;
+    p.kernel = s.kernel;
+    p.stride = s.stride;
+    p.pad_lo = p.pad_hi = s.pad;
+    p.dilation = s.dilation;
+    return p;
+  }
+  bool avg_;
+  ops::dist_pool<T> op_;
+};
+
+template <class T> class bn_layer final : public layer<T> {
+public:
+  bn_layer(layer_spec const& s, tensor_desc const& x, param_store<T>& ps, layer_params const& lp)
+      : desc_(x), ps_(ps), lp_(lp),
+        op_(x, s.global_stats ? ops::bn_stats_mode::global : ops::bn_stats_mode::local) {}
+  tensor_desc const& in_desc() const override { return desc_; }
+  tensor_desc const& out_desc() const override { return desc_; }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    op_.set_training(c.training);
+    auto& P = ps_.params;
+    op_.forward(x, y, P[lp_.gamma].value.data(), P[lp_.beta].value.data(),
+                P[lp_.running_mean].value.data(), P[lp_.running_var].value.data());
+    c.times->add(op_.timings());
+  }
+  void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    auto& P = ps_.params;
+    // dx is always needed by the dist op's signature; a first-layer BN writes into scratch.
+    tensor_view d = dx;
+    if (!d.data) {
+      scratch_.resize(desc_.local_elements());
+      d = tensor_view(desc_, scratch_);
+    }
+    op_.backward(x, dy, P[lp_.gamma].value.data(), d, P[lp_.gamma].grad.data(),
+                 P[lp_.beta].grad.data());
+    c.times->add(op_.timings());
+  }
+
+private:
+  tensor_desc desc_;
+  param_store<T>& ps_;
+  layer_params lp_;
+  ops::dist_batch_norm<T> op_;
+  std::vector<T> scratch_;
+};
+
+template <class T> class relu_layer final : public layer<T> {
+public:
+  explicit relu_layer(tensor_desc const& x) : desc_(x), op_(x) {}
+  tensor_desc const& in_desc() const override { return desc_; }
+  tensor_desc const& out_desc() const override { return desc_; }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    double const t0 = now();
+    op_.forward(x, y);
+    c.times->compute += now() - t0;
+  }
+  void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    if (!dx.data) return;
+    double const t0 = now();
+    op_.backward(x, dy, dx);
+    c.times->compute += now() - t0;
+  }
+
+private:
+  tensor_desc desc_;
+  ops::dist_relu<T> op_;
+};
+
+// Inverted dropout. The mask of an element is a hash of the seed, the step, the layer and the
+// element's global index in the batch tensor, so it is the same whatever rank holds it.
+template <class T> class dropout_layer final : public layer<T> {
+public:
+  dropout_layer(layer_spec const& s, int index, tensor_desc const& x)
+      : desc_(x), p_(s.p), index_(static_cast<std::uint64_t>(index)) {}
+  tensor_desc const& in_desc() const override { return desc_; }
+  tensor_desc const& out_desc() const override { return desc_; }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    apply(x, y, c);
+  }
+  void backward(tensor_view const&, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    if (dx.data) apply(dy, dx, c);
+  }
+
+private:
+  // The same mask and scale serve forward (x -> y) and backward (dy -> dx).
+  void apply(tensor_view const& in, tensor_view const& out, step_context const& c) const {
+    double const t0 = now();
+    T const* a = static_cast<T const*>(in.data);
+    T* b = static_cast<T*>(out.data);
+    if (!c.training || p_ == 0) {
+      for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t) { b[i] = a[i]; });
+    } else {
+      T const scale = T(1 / (1 - p_));
+      for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t g) {
+        bool const keep =
+            uniform01(mix(c.seed, c.step, index_, static_cast<std::uint64_t>(g))) >= p_;
+        b[i] = keep ? a[i] * scale : T(0);
+      });
+    }
+    c.times->compute += now() - t0;
+  }
+  tensor_desc desc_;
+  double p_;
+  std::uint64_t index_;
+};
+
+// y = x + (the output of an earlier layer). That output may be laid out differently (another
+// strategy), so it is moved here by a transfer planned once; its gradient goes back the same
+// way and is added to the earlier layer's gradient.
+template <class T> class add_layer final : public layer<T> {
+public:
+  add_layer(tensor_desc const& x, skip_source<T> const& s)
+      : desc_(x), src_(s), move_(*s.desc, x), other_(x.local_elements()) {
+    HALOX_REQUIRE(s.desc->shape() == x.shape(), halox::errc::invalid_argument,
+                  "residual add of tensors of different shapes; the layer named by 'from' "
+                  "must have the shape of the add's input");
+  }
+  tensor_desc const& in_desc() const override { return desc_; }
+  tensor_desc const& out_desc() const override { return desc_; }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    move_.forward(*src_.output, other_, *c.times);
+    double const t0 = now();
+    T const* a = static_cast<T const*>(x.data);
+    T* b = static_cast<T*>(y.data);
+    T const* o = other_.data();
+    for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t) { b[i] = a[i] + o[i]; });
+    c.times->compute += now() - t0;
+  }
+  void backward(tensor_view const&, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    double const t0 = now();
+    T const* a = static_cast<T const*>(dy.data);
+    std::copy(a, a + desc_.local_elements(), other_.data());
+    if (dx.data) {
+      T* b = static_cast<T*>(dx.data);
+      for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t) { b[i] = a[i]; });
+    }
+    c.times->compute += now() - t0;
+    move_.backward(other_, *src_.grad, *c.times, /*accumulate=*/true);
+  }
+
+private:
+  tensor_desc desc_;
+  skip_source<T> src_;
+  transfer<T> move_;
+  std::vector<T> other_;
+};
+
+// [N, C, spatial...] -> [N, F] on the sample-parallel grid. The input is sample-parallel and
+// without halos, so the owned block is already the flattened rows: a plain copy.
+template <class T> class flatten_layer final : public layer<T> {
+public:
+  flatten_layer(tensor_desc const& x, grid_cache& grids)
+      : in_(x), out_(grids.get({x.grid().size(), 1}), flat_shape(x.shape()), x.type()) {
+    HALOX_REQUIRE(in_.local_elements() == out_.local_elements(), halox::errc::internal,
+                  "flatten: input and output blocks differ");
+  }
+  tensor_desc const& in_desc() const override { return in_; }
+  tensor_desc const& out_desc() const override { return out_; }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    double const t0 = now();
+    std::memcpy(y.data, x.data, static_cast<std::size_t>(in_.local_elements()) * sizeof(T));
+    c.times->compute += now() - t0;
+  }
+  void backward(tensor_view const&, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    if (!dx.data) return;
+    double const t0 = now();
+    std::memcpy(dx.data, dy.data, static_cast<std::size_t>(in_.local_elements()) * sizeof(T));
+    c.times->compute += now() - t0;
+  }
+
+private:
+  static std::vector<index_t> flat_shape(std::vector<index_t> const& s) {
+    index_t f = 1;
+    for (std::size_t i = 1; i < s.size(); ++i) f *= s[i];
+    return {s[0], f};
+  }
+  tensor_desc in_, out_;
+};
+
+// Fully connected, sample-parallel: each rank multiplies its own samples by the replicated
+// weights. The weight and bias gradients are partial sums over the rank's samples; their
+// all-reduce is posted (MPI_Iallreduce) as soon as they are computed, so it runs while the
+// earlier layers' backward computes, and is completed before the optimizer step.
+template <class T> class fc_layer final : public layer<T> {
+public:
+  fc_layer(tensor_desc const& x, param_store<T>& ps, layer_params const& lp)
+      : in_(x), out_(x.grid(), {x.shape()[0], ps.params[lp.weight].shape[0]}, x.type()), ps_(ps),
+        lp_(lp) {}
+  tensor_desc const& in_desc() const override { return in_; }
+  tensor_desc const& out_desc() const override { return out_; }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    double const t0 = now();
+    auto const& w = ps_.params[lp_.weight];
+    index_t const rows = in_.owned_box().extent(0), F = w.shape[1], O = w.shape[0];
+    T const* X = static_cast<T const*>(x.data);
+    T* Y = static_cast<T*>(y.data);
+    T const* b = lp_.bias >= 0 ? ps_.params[lp_.bias].value.data() : nullptr;
+    for (index_t n = 0; n < rows; ++n)
+      for (index_t o = 0; o < O; ++o) {
+        T const* wr = w.value.data() + o * F;
+        T const* xr = X + n * F;
+        T s = b ? b[o] : T(0);
+        for (index_t f = 0; f < F; ++f) s += wr[f] * xr[f];
+        Y[n * O + o] = s;
+      }
+    c.times->compute += now() - t0;
+  }
+  void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    double const t0 = now();
+    auto& w = ps_.params[lp_.weight];
+    index_t const rows = in_.owned_box().extent(0), F = w.shape[1], O = w.shape[0];
+    T const* X = static_cast<T const*>(x.data);
+    T const* DY = static_cast<T const*>(dy.data);
+    // Partial sums in double, all-reduced in double and rounded once: the result then hardly
+    // depends on how the samples are split over the ranks.
+    std::size_t const nb = lp_.bias >= 0 ? static_cast<std::size_t>(O) : 0;
+    sums_.assign(w.value.size() + nb, 0.0);
+    for (index_t n = 0; n < rows; ++n) // samples in ascending global order
+      for (index_t o = 0; o < O; ++o) {
+        double const g = DY[n * O + o];
+        double* gw = sums_.data() + o * F;
+        T const* xr = X + n * F;
+        for (index_t f = 0; f < F; ++f) gw[f] += g * xr[f];
+        if (nb) sums_[w.value.size() + static_cast<std::size_t>(o)] += g;
+      }
+    c.times->compute += now() - t0;
+    post_sums(sums_, w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr, c);
+    double const t1 = now();
+    if (dx.data) {
+      T* DX = static_cast<T*>(dx.data);
+      for (index_t n = 0; n < rows; ++n) {
+        T* dr = DX + n * F;
+        std::fill(dr, dr + F, T(0));
+        for (index_t o = 0; o < O; ++o) {
+          T const g = DY[n * O + o];
+          T const* wr = w.value.data() + o * F;
+          for (index_t f = 0; f < F; ++f) dr[f] += g * wr[f];
+        }
+      }
+    }
+    c.times->compute += now() - t1;
+  }
+
+private:
+  tensor_desc in_, out_;
+  param_store<T>& ps_;
+  layer_params lp_;
+  std::vector<double> sums_; // partial, then total, gradient sums
+};
+
+} // namespace
+
+template <class T> std::unique_ptr<layer<T>> make_layer(layer_spec const& s, int index,
+                                                        tensor_desc const& x, param_store<T>& store,
+                                                        layer_params const& lp, grid_cache& grids,
+                                                        skip_source<T> const& skip) {
+  if (s.kind == "conv") return std::make_unique<conv_layer<T>>(s, x, store, lp);
+  if (s.kind == "maxpool" || s.kind == "avgpool") return std::make_unique<pool_layer<T>>(s, x);
+  if (s.kind == "bn") return std::make_unique<bn_layer<T>>(s, x, store, lp);
+  if (s.kind == "relu") return std::make_unique<relu_layer<T>>(x);
+  if (s.kind == "dropout") return std::make_unique<dropout_layer<T>>(s, index, x);
+  if (s.kind == "add") return std::make_unique<add_layer<T>>(x, skip);
+  if (s.kind == "flatten") return std::make_unique<flatten_layer<T>>(x, grids);
+  if (s.kind == "fc") return std::make_unique<fc_layer<T>>(x, store, lp);
+  throw halox::error(halox::errc::internal, "unknown layer kind '" + s.kind + "'");
+}
+
+template std::unique_ptr<layer<float>> make_layer(layer_spec const&, int, tensor_desc const&,
+                                                  param_store<float>&, layer_params const&,
+                                                  grid_cache&, skip_source<float> const&);
+template std::unique_ptr<layer<double>> make_layer(layer_spec const&, int, tensor_desc const&,
+                                                   param_store<double>&, layer_params const&,
+                                                   grid_cache&, skip_source<double> const&);
+
+} // namespace trainer

@@ -1,0 +1,90 @@
+#pragma once
+// The layers of the trainer's networks. Each layer is built for one batch size from the
+// descriptor of its input blocks and says how its input buffer must be laid out (halos
+// included) and what its output blocks are; the network allocates the buffers and moves data
+// between layers.
+#include "model.hpp"
+#include "params.hpp"
+#include "tensor_util.hpp"
+
+#include <halox/grid.hpp>
+#include <halox/tensor_desc.hpp>
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace trainer {
+
+/// Process grids over the world communicator, one per distinct shape of grid, built on
+/// first use (building one is collective, so every rank asks for the same grids in the same
+/// order).
+class grid_cache {
+public:
+  explicit grid_cache(MPI_Comm comm) : comm_(comm) {}
+  /// The grid with extents `dims`.
+  halox::process_grid const& get(std::vector<int> const& dims);
+  /// The communicator the grids are built over.
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
+
+private:
+  MPI_Comm comm_;
+  std::map<std::vector<int>, std::unique_ptr<halox::process_grid>> grids_;
+};
+
+/// Indices of a layer's parameters in the `param_store` (-1: the layer has none).
+struct layer_params {
+  int weight = -1, bias = -1, gamma = -1, beta = -1, running_mean = -1, running_var = -1;
+};
+
+/// What a forward or backward call needs beyond its buffers.
+struct step_context {
+  bool training = true;                        ///< batch statistics and dropout (true) or inference
+  std::uint64_t seed = 0;                      ///< the run's seed (dropout masks)
+  std::uint64_t step = 0;                      ///< global step number (dropout masks)
+  phase_times* times = nullptr;                ///< where the layer adds its time
+  MPI_Comm grad_comm = MPI_COMM_NULL;          ///< communicator of the gradient all-reduces
+  std::vector<MPI_Request>* pending = nullptr; ///< all-reduces posted in backward
+  /// Run after `pending` completes: turn the all-reduced sums into the parameter gradients.
+  std::vector<std::function<void()>>* finish = nullptr;
+  /// Convolution weight gradients summed in double across ranks and rounded once (instead of
+  /// the operator's all-reduce in T), so float32 runs follow the 1-rank trajectory closely.
+  bool exact_grads = false;
+};
+
+/// A layer of a network built for one batch size.
+template <class T> class layer {
+public:
+  virtual ~layer() = default;
+  /// Layout the input buffer x (and dx) must have.
+  [[nodiscard]] virtual halox::tensor_desc const& in_desc() const = 0;
+  /// Layout of the output y and of dy.
+  [[nodiscard]] virtual halox::tensor_desc const& out_desc() const = 0;
+  /// y = layer(x). x's halos may be overwritten.
+  virtual void forward(halox::tensor_view const& x, halox::tensor_view const& y,
+                       step_context const& c) = 0;
+  /// dx from dy (x and y are the buffers of the last forward); parameter gradients into the
+  /// store. `dx` is an empty view when the gradient of the input is not needed (first layer).
+  virtual void backward(halox::tensor_view const& x, halox::tensor_view const& y,
+                        halox::tensor_view const& dy, halox::tensor_view const& dx,
+                        step_context const& c) = 0;
+};
+
+/// Buffers of another layer that a residual add reads and accumulates into.
+template <class T> struct skip_source {
+  halox::tensor_desc const* desc = nullptr; ///< the other layer's output layout
+  std::vector<T>* output = nullptr;         ///< its output (read in forward)
+  std::vector<T>* grad = nullptr;           ///< its extra gradient (accumulated in backward)
+};
+
+/// Builds the layer `spec` (number `index` in the model) whose input has the blocks of `x`.
+template <class T>
+std::unique_ptr<layer<T>> make_layer(layer_spec const& spec, int index, halox::tensor_desc const& x,
+                                     param_store<T>& store, layer_params const& lp,
+                                     grid_cache& grids, skip_source<T> const& skip);
+
+} // namespace trainer

@@ -1,0 +1,253 @@
+#include "network.hpp"
+
+#include <halox/error.hpp>
+#include <halox/ops/tensor_ref.hpp>
+#include <halox/ops/window.hpp>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace trainer {
+using halox::index_t;
+using halox::tensor_desc;
+using halox::tensor_view;
+
+namespace {
+
+[[noreturn]] void layer_error(model_spec const& m, layer_spec const& l, std::string const& what) {
+  throw halox::error(halox::errc::invalid_argument,
+                     m.source + (l.line ? ":" + std::to_string(l.line) : "") + ": layer '" +
+                         l.kind + "': " + what);
+}
+
+std::string shape_str(std::vector<index_t> const& s) {
+  std::string r;
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+
+// He-uniform initialisation: U(-a, a) with a = sqrt(6 / fan_in), each value a hash of the
+// seed, the parameter and the element.
+template <class T>
+std::vector<T> he_uniform(std::size_t n, index_t fan_in, std::uint64_t seed, std::uint64_t id) {
+  std::vector<T> v(n);
+  double const a = std::sqrt(6.0 / static_cast<double>(fan_in));
+  for (std::size_t i = 0; i < n; ++i) v[i] = T((2 * uniform01(mix(seed, id, i, 7)) - 1) * a);
+  return v;
+}
+
+} // namespace
+
+template <class T>
+std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, param_store<T>& ps) {
+  std::vector<layer_params> out(m.layers.size());
+  std::vector<index_t> shape{1}; // [1, C, spatial...]: one sample
+  for (index_t e : m.input) shape.push_back(e);
+  std::map<std::string, std::vector<index_t>> labelled;
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    layer_spec const& l = m.layers[i];
+    std::string const pre = std::to_string(i) + "." + l.kind + ".";
+    auto id = [&] { return static_cast<std::uint64_t>(ps.params.size()); };
+    try {
+      if (l.kind == "conv") {
+        std::vector<index_t> w{l.out, shape[1]};
+        for (index_t k : l.kernel) w.push_back(k);
+        halox::ops::conv_params p{l.stride, l.pad, l.pad, l.dilation};
+        shape = halox::ops::conv_output_shape(shape, w, p);
+        index_t fan_in = 1;
+        for (std::size_t d = 1; d < w.size(); ++d) fan_in *= w[d];
+        out[i].weight =
+            ps.add(pre + "weight", w,
+                   he_uniform<T>(halox::ops::element_count(w), fan_in, seed, id()), true, true);
+        if (l.bias)
+          out[i].bias = ps.add(pre + "bias", {l.out}, std::vector<T>(l.out, T(0)), true, false);
+      } else if (l.kind == "maxpool" || l.kind == "avgpool") {
+        halox::ops::pool_params p;
+        p.kernel = l.kernel;
+        p.stride = l.stride;
+        p.pad_lo = p.pad_hi = l.pad;
+        p.dilation = l.dilation;
+        shape = halox::ops::pool_output_shape(shape, p);
+      } else if (l.kind == "bn") {
+        index_t const c = shape[1];
+        out[i].gamma = ps.add(pre + "gamma", {c}, std::vector<T>(c, T(1)), true, false);
+        out[i].beta = ps.add(pre + "beta", {c}, std::vector<T>(c, T(0)), true, false);
+        out[i].running_mean =
+            ps.add(pre + "running_mean", {c}, std::vector<T>(c, T(0)), false, false);
+        out[i].running_var =
+            ps.add(pre + "running_var", {c}, std::vector<T>(c, T(1)), false, false);
+      } else if (l.kind == "add") {
+        if (labelled.at(l.from) != shape)
+          layer_error(m, l,
+                      "adds layer '" + l.from + "' of shape " +
+                          shape_str({labelled.at(l.from).begin() + 1, labelled.at(l.from).end()}) +
+                          " to an input of shape " + shape_str({shape.begin() + 1, shape.end()}) +
+                          "; residual inputs must have the same channels and size");
+      } else if (l.kind == "flatten") {
+        shape = {1, halox::ops::element_count(shape)};
+      } else if (l.kind == "fc") {
+        std::vector<index_t> w{l.out, shape[1]};
+        out[i].weight =
+            ps.add(pre + "weight", w,
+                   he_uniform<T>(halox::ops::element_count(w), shape[1], seed, id()), true, true);
+        if (l.bias)
+          out[i].bias = ps.add(pre + "bias", {l.out}, std::vector<T>(l.out, T(0)), true, false);
+        shape = {1, l.out};
+      }
+    } catch (halox::error const& e) {
+      if (e.code() != halox::errc::invalid_argument ||
+          e.message().find(m.source) != std::string::npos)
+        throw;
+      layer_error(m, l,
+                  e.message() + " (input " + shape_str({shape.begin() + 1, shape.end()}) + ")");
+    }
+    if (!l.label.empty()) labelled[l.label] = shape;
+  }
+  return out;
+}
+
+template <class T> network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
+                                       std::vector<layer_params> const& lp, grid_cache& grids)
+    : batch_(batch) {
+  int nprocs = 0;
+  MPI_Comm_size(grids.comm(), &nprocs);
+  std::size_t const L = m.layers.size();
+  x_.resize(L);
+  y_.resize(L);
+  dx_.resize(L);
+  dy_.resize(L);
+  skip_grad_.resize(L);
+  is_skip_source_.assign(L, false);
+  moves_.resize(L);
+  std::map<std::string, std::size_t> label_index;
+  std::map<std::string, std::vector<int>> strategy_dims; // resolved once per strategy
+  halox::dtype const type = halox::dtype_of<T>();
+  std::vector<index_t> shape{batch};
+  for (index_t e : m.input) shape.push_back(e);
+  tensor_desc const* prev = nullptr;
+  bool flat = false;
+  for (std::size_t i = 0; i < L; ++i) {
+    layer_spec const& l = m.layers[i];
+    std::vector<int> dims;
+    if (l.kind == "flatten") {
+      dims.assign(shape.size(), 1);
+      dims[0] = nprocs;
+    } else if (flat) {
+      dims = {nprocs, 1}; // after flatten everything runs sample-parallel
+    } else {
+      std::string const s = l.strategy.empty() ? m.strategy : l.strategy;
+      auto it = strategy_dims.find(s);
+      if (it == strategy_dims.end())
+        it = strategy_dims.emplace(s, strategy_grid(s, nprocs, shape)).first;
+      dims = it->second;
+    }
+    // Keep the previous layer's blocks when the grid is the same (its output parts may be
+    // uneven, and chaining them avoids a redistribution); start balanced blocks otherwise.
+    std::unique_ptr<tensor_desc> fresh;
+    if (!prev || prev->grid().dims() != dims)
+      fresh = std::make_unique<tensor_desc>(grids.get(dims), shape, type);
+    tensor_desc const& in = fresh ? *fresh : *prev;
+    skip_source<T> skip;
+    if (l.kind == "add") {
+      std::size_t const k = label_index.at(l.from);
+      is_skip_source_[k] = true;
+      skip = {&layers_[k]->out_desc(), &y_[k], &skip_grad_[k]};
+    }
+    layers_.push_back(make_layer<T>(l, static_cast<int>(i), in, ps, lp[i], grids, skip));
+    layer<T>& ly = *layers_.back();
+    if (prev) moves_[i] = std::make_unique<transfer<T>>(*prev, ly.in_desc());
+    x_[i].assign(static_cast<std::size_t>(ly.in_desc().local_elements()), T(0));
+    if (i > 0) dx_[i].assign(x_[i].size(), T(0));
+    y_[i].assign(static_cast<std::size_t>(ly.out_desc().local_elements()), T(0));
+    dy_[i].assign(y_[i].size(), T(0));
+    if (!l.label.empty()) label_index[l.label] = i;
+    if (l.kind == "flatten") flat = true;
+    kinds_.push_back(l.kind);
+    prev = &ly.out_desc();
+    shape = prev->shape();
+  }
+  for (std::size_t i = 0; i < L; ++i)
+    if (is_skip_source_[i]) skip_grad_[i].assign(y_[i].size(), T(0));
+}
+
+template <class T> void network<T>::forward(step_context const& c) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (i > 0) moves_[i]->forward(y_[i - 1], x_[i], *c.times);
+    auto& l = *layers_[i];
+    l.forward(tensor_view(l.in_desc(), x_[i]), tensor_view(l.out_desc(), y_[i]), c);
+  }
+}
+
+template <class T>
+loss_sums network<T>::loss(std::vector<int> const& labels, step_context const& c) {
+  double const t0 = now();
+  tensor_desc const& d = logits_desc();
+  index_t const rows = d.owned_box().extent(0), K = d.shape()[1];
+  HALOX_REQUIRE(static_cast<index_t>(labels.size()) == rows, halox::errc::internal,
+                "loss: " + std::to_string(labels.size()) + " labels for " + std::to_string(rows) +
+                    " samples");
+  T const* z = y_.back().data();
+  T* g = dy_.back().data();
+  loss_sums s;
+  for (index_t n = 0; n < rows; ++n) {
+    T const* zr = z + n * K;
+    double mx = zr[0];
+    index_t arg = 0;
+    for (index_t k = 1; k < K; ++k)
+      if (zr[k] > mx) mx = zr[k], arg = k;
+    double sum = 0;
+    for (index_t k = 0; k < K; ++k) sum += std::exp(double(zr[k]) - mx);
+    int const y = labels[static_cast<std::size_t>(n)];
+    s.loss += std::log(sum) - (double(zr[y]) - mx);
+    s.correct += arg == y ? 1 : 0;
+    for (index_t k = 0; k < K; ++k) {
+      double const p = std::exp(double(zr[k]) - mx) / sum;
+      g[n * K + k] = T((p - (k == y ? 1.0 : 0.0)) / static_cast<double>(batch_));
+    }
+  }
+  c.times->compute += now() - t0;
+  return s;
+}
+
+template <class T> void network<T>::backward(step_context const& c) {
+  for (auto& g : skip_grad_) std::fill(g.begin(), g.end(), T(0));
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    auto& l = *layers_[i];
+    if (is_skip_source_[i]) {
+      T const* s = skip_grad_[i].data();
+      T* d = dy_[i].data();
+      double const t0 = now();
+      for_each_owned(l.out_desc(), l.out_desc(),
+                     [&](index_t a, index_t, index_t) { d[a] += s[a]; });
+      c.times->compute += now() - t0;
+    }
+    tensor_view dx = i > 0 ? tensor_view(l.in_desc(), dx_[i]) : tensor_view{};
+    l.backward(tensor_view(l.in_desc(), x_[i]), tensor_view(l.out_desc(), y_[i]),
+               tensor_view(l.out_desc(), dy_[i]), dx, c);
+    if (i > 0) moves_[i]->backward(dx_[i], dy_[i - 1], *c.times);
+  }
+}
+
+template <class T> std::string network<T>::describe() const {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    auto const& l = *layers_[i];
+    std::string grid;
+    for (int d : l.in_desc().grid().dims()) grid += (grid.empty() ? "" : "x") + std::to_string(d);
+    os << "  " << i << " " << kinds_[i] << "  grid " << grid << "  in "
+       << shape_str(l.in_desc().shape()) << "  out " << shape_str(l.out_desc().shape());
+    if (i > 0 && !moves_[i]->local()) os << "  (redistributed from the previous layer)";
+    os << "\n";
+  }
+  return os.str();
+}
+
+template std::vector<layer_params> make_params(model_spec const&, std::uint64_t,
+                                               param_store<float>&);
+template std::vector<layer_params> make_params(model_spec const&, std::uint64_t,
+                                               param_store<double>&);
+template class network<float>;
+template class network<double>;
+
+} // namespace trainer

@@ -1,0 +1,62 @@
+#pragma once
+// A network: the model's layers built for one global batch size, the buffers between them,
+// and the moves (local copies or redistributions) where consecutive layers lay out their
+// tensors differently. Forward, softmax + cross-entropy, backward.
+#include "layers.hpp"
+#include "transfer.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+/// Creates the model's parameters (deterministic initialisation from `seed`, the same on
+/// every rank) and returns each layer's parameter indices. Checks the shapes flowing through
+/// the layers; throws `halox::error` naming the model file and line of a layer that does not
+/// fit its input.
+template <class T>
+std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, param_store<T>& ps);
+
+/// Sums of one batch's loss (on the calling rank's samples).
+struct loss_sums {
+  double loss = 0;    ///< sum over the rank's samples of the cross-entropy
+  double correct = 0; ///< samples whose arg-max is the label
+};
+
+/// The layers of `m` built for batches of `batch` samples.
+template <class T> class network {
+public:
+  /// Collective over `grids.comm()`.
+  network(model_spec const& m, halox::index_t batch, param_store<T>& ps,
+          std::vector<layer_params> const& lp, grid_cache& grids);
+  /// Layout of the input batch (its owned block is what this rank's data loader fills).
+  [[nodiscard]] halox::tensor_desc const& input_desc() const { return layers_[0]->in_desc(); }
+  /// The input buffer (laid out as `input_desc()`).
+  [[nodiscard]] std::vector<T>& input() { return x_[0]; }
+  /// Layout of the class scores [N, classes] (sample-parallel).
+  [[nodiscard]] halox::tensor_desc const& logits_desc() const { return layers_.back()->out_desc(); }
+  /// Runs every layer forward.
+  void forward(step_context const& c);
+  /// Softmax + cross-entropy of the logits against `labels` (one per owned sample, in order);
+  /// the loss is the mean over the `batch` samples of the whole batch, so the gradient of the
+  /// logits is (softmax - one-hot) / batch. Returns this rank's sums.
+  loss_sums loss(std::vector<int> const& labels, step_context const& c);
+  /// Runs every layer backward from the gradient `loss` left; parameter gradients land in the
+  /// store (FC gradients once the all-reduces in `c.pending` complete).
+  void backward(step_context const& c);
+  /// One line per layer: kind, strategy grid, input and output shape, moves.
+  [[nodiscard]] std::string describe() const;
+  /// Global batch size.
+  [[nodiscard]] halox::index_t batch() const noexcept { return batch_; }
+
+private:
+  halox::index_t batch_;
+  std::vector<std::unique_ptr<layer<T>>> layers_;
+  std::vector<std::unique_ptr<transfer<T>>> moves_; // moves_[i]: layer i-1 -> layer i
+  std::vector<std::vector<T>> x_, y_, dx_, dy_, skip_grad_;
+  std::vector<bool> is_skip_source_;
+  std::vector<std::string> kinds_;
+};
+
+} // namespace trainer

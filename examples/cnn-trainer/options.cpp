@@ -1,0 +1,134 @@
+#include "options.hpp"
+
+#include <halox/error.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace trainer {
+namespace {
+
+[[noreturn]] void bad(std::string const& msg) {
+  throw halox::error(halox::errc::invalid_argument, msg + " (see halox-train --help)");
+}
+
+long to_long(std::string const& opt, std::string const& v, long min) {
+  char* end = nullptr;
+  long const x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < min)
+    bad(opt + " " + v + ": expected an integer >= " + std::to_string(min));
+  return x;
+}
+
+double to_double(std::string const& opt, std::string const& v, double min, double max) {
+  char* end = nullptr;
+  double const x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x) || x < min || x > max)
+    bad(opt + " " + v + ": expected a number in [" + std::to_string(min) + ", " +
+        std::to_string(max) + "]");
+  return x;
+}
+
+} // namespace
+
+std::string usage() {
+  return R"(usage: mpiexec -n P halox-train [options]
+
+Trains a CNN whose activations are split over samples and space by halox (docs/trainer.md).
+
+  --model NAME|FILE     built-in model (--list-models) or model file   [resnet-hybrid]
+  --list-models         print the built-in models and exit
+  --describe            print every layer's process grid and the redistributions
+  --dataset D           synthetic | synthetic3d | mnist:DIR | cifar10:DIR
+                        [synthetic for 2-D models, synthetic3d for 3-D ones]
+  --train-size N        training samples (synthetic: how many; files: a limit)  [2048]
+  --test-size N         held-out samples evaluated at each epoch end          [512]
+  --no-eval             skip the evaluation
+  --batch N             global mini-batch (split over the ranks)              [32]
+  --epochs N            passes over the training samples                      [1]
+  --steps N             stop after N steps in all (overrides --epochs)
+  --lr X                learning rate                                         [0.05]
+  --momentum X          SGD momentum                                          [0.9]
+  --weight-decay X      L2 penalty on conv and fc weights                     [5e-4]
+  --seed N              initialisation, data order and dropout                [1]
+  --deterministic       one OpenMP thread per rank (unless --threads); results follow the
+                        1-rank trajectory up to floating-point rounding
+  --dtype T             float32 | float64 (default: the model's)
+  --threads N           OpenMP threads per rank
+  --log-json FILE       one JSON object per step (rank 0)
+  --checkpoint FILE     save parameters and optimizer state at each epoch end and at the end
+  --resume FILE         start from a checkpoint (any rank count or strategy)
+  --print-every N       progress line every N steps                           [10]
+  --debug-print         every rank prints, lines prefixed with [rank/size]
+  --compare-log FILE    after training, compare the losses with another run's --log-json
+  --rtol X              relative tolerance of --compare-log                   [1e-4]
+  --expect-accuracy X   exit with status 1 unless the last test accuracy is >= X (0 to 1)
+  --help                this text
+)";
+}
+
+options parse_options(std::vector<std::string> const& args) {
+  options o;
+  std::map<std::string, std::function<void(std::string const&)>> const with_value{
+      {"--model", [&](auto const& v) { o.model = v; }},
+      {"--dataset", [&](auto const& v) { o.dataset = v; }},
+      {"--train-size", [&](auto const& v) { o.train_size = to_long("--train-size", v, 1); }},
+      {"--test-size", [&](auto const& v) { o.test_size = to_long("--test-size", v, 1); }},
+      {"--batch", [&](auto const& v) { o.batch = to_long("--batch", v, 1); }},
+      {"--epochs", [&](auto const& v) { o.epochs = static_cast<int>(to_long("--epochs", v, 1)); }},
+      {"--steps", [&](auto const& v) { o.steps = to_long("--steps", v, 1); }},
+      {"--lr", [&](auto const& v) { o.lr = to_double("--lr", v, 0, 100); }},
+      {"--momentum", [&](auto const& v) { o.momentum = to_double("--momentum", v, 0, 0.9999); }},
+      {"--weight-decay",
+       [&](auto const& v) { o.weight_decay = to_double("--weight-decay", v, 0, 1); }},
+      {"--seed",
+       [&](auto const& v) { o.seed = static_cast<std::uint64_t>(to_long("--seed", v, 0)); }},
+      {"--dtype",
+       [&](auto const& v) {
+         if (v != "float32" && v != "float64") bad("--dtype " + v + ": use float32 or float64");
+         o.dtype = v;
+       }},
+      {"--threads",
+       [&](auto const& v) { o.threads = static_cast<int>(to_long("--threads", v, 1)); }},
+      {"--log-json", [&](auto const& v) { o.log_json = v; }},
+      {"--checkpoint", [&](auto const& v) { o.checkpoint = v; }},
+      {"--resume", [&](auto const& v) { o.resume = v; }},
+      {"--print-every", [&](auto const& v) { o.print_every = to_long("--print-every", v, 1); }},
+      {"--compare-log", [&](auto const& v) { o.compare_log = v; }},
+      {"--expect-accuracy",
+       [&](auto const& v) { o.expect_accuracy = to_double("--expect-accuracy", v, 0, 1); }},
+      {"--rtol", [&](auto const& v) { o.rtol = to_double("--rtol", v, 0, 1); }}};
+  std::map<std::string, bool*> const flags{{"--deterministic", &o.deterministic},
+                                           {"--debug-print", &o.debug_print},
+                                           {"--describe", &o.describe},
+                                           {"--help", &o.help},
+                                           {"-h", &o.help},
+                                           {"--list-models", &o.list_models}};
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], v;
+    bool has_inline = false;
+    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      v = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_inline = true;
+    }
+    if (auto f = flags.find(a); f != flags.end() && !has_inline) {
+      *f->second = true;
+    } else if (a == "--no-eval" && !has_inline) {
+      o.eval = false;
+    } else if (auto w = with_value.find(a); w != with_value.end()) {
+      if (!has_inline) {
+        if (i + 1 >= args.size()) bad("option " + a + " needs a value");
+        v = args[++i];
+      }
+      w->second(v);
+    } else {
+      bad("unknown option '" + args[i] + "'");
+    }
+  }
+  return o;
+}
+
+} // namespace trainer

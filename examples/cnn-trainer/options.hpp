@@ -1,0 +1,46 @@
+#pragma once
+// Command-line options of halox-train. Parsing is pure and runs identically on every rank, so
+// a bad option makes every rank stop with the same message.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+/// Everything the command line sets.
+struct options {
+  std::string model = "resnet-hybrid"; ///< built-in name or model file
+  std::string dataset;         ///< synthetic, synthetic3d, mnist:DIR, cifar10:DIR (empty: by model)
+  long batch = 32;             ///< global mini-batch
+  int epochs = 1;              ///< passes over the training split
+  long steps = 0;              ///< stop after this many steps in all (0: epochs decide)
+  double lr = 0.05;            ///< learning rate
+  double momentum = 0.9;       ///< SGD momentum
+  double weight_decay = 5e-4;  ///< L2 penalty on weights
+  std::uint64_t seed = 1;      ///< initialisation, data order, dropout
+  bool deterministic = false;  ///< one thread per rank, fixed backends
+  std::string log_json;        ///< one JSON object per step (rank 0)
+  std::string checkpoint;      ///< written at every epoch end and at the end
+  std::string resume;          ///< checkpoint to start from
+  int threads = 0;             ///< OpenMP threads per rank (0: leave as is)
+  std::string dtype;           ///< float32 or float64 (empty: the model's)
+  bool debug_print = false;    ///< every rank prints, prefixed with [rank/size]
+  long print_every = 10;       ///< progress line every this many steps
+  long train_size = 2048;      ///< training samples (synthetic size, or a limit)
+  long test_size = 512;        ///< held-out samples
+  bool eval = true;            ///< evaluate on the test split at each epoch end
+  std::string compare_log;     ///< a --log-json file whose losses this run must match
+  double expect_accuracy = -1; ///< fail unless the last test accuracy reaches this
+  double rtol = 1e-4;          ///< relative tolerance of that comparison
+  bool describe = false;       ///< print the layers, grids and moves
+  bool help = false;           ///< print usage
+  bool list_models = false;    ///< print the built-in models
+};
+
+/// Parses argv (without argv[0]); throws `halox::error` naming the bad option and the fix.
+[[nodiscard]] options parse_options(std::vector<std::string> const& args);
+
+/// The --help text.
+[[nodiscard]] std::string usage();
+
+} // namespace trainer

@@ -1,0 +1,142 @@
+#include "report.hpp"
+
+#include "network.hpp"
+
+#include <halox/error.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+namespace trainer {
+namespace {
+
+std::string fmt(char const* f, double a, double b = 0, double c = 0, double d = 0, double e = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c, d, e);
+  return buf;
+}
+
+} // namespace
+
+reporter::reporter(options const& o, int rank, int size)
+    : o_(o), rank_(rank), size_(size), prints_(rank == 0 || o.debug_print) {
+  if (rank == 0 && !o.log_json.empty()) {
+    json_.reset(std::fopen(o.log_json.c_str(), "w"));
+    HALOX_REQUIRE(json_ != nullptr, halox::errc::invalid_argument,
+                  "cannot write --log-json " + o.log_json + "; check that its folder exists");
+  }
+  // Every rank must agree on the failure above, or rank 0 would stop alone.
+  int ok = rank != 0 || o.log_json.empty() || json_ != nullptr;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  HALOX_REQUIRE(ok, halox::errc::invalid_argument,
+                "cannot write --log-json " + o.log_json + "; check that its folder exists");
+}
+
+void reporter::line(std::string const& s) {
+  if (!prints_) return;
+  if (o_.debug_print)
+    std::printf("[%d/%d] %s\n", rank_, size_, s.c_str());
+  else
+    std::printf("%s\n", s.c_str());
+  std::fflush(stdout);
+}
+
+void reporter::text(std::string const& s) {
+  if (!prints_) return;
+  std::size_t b = 0;
+  while (b < s.size()) {
+    std::size_t e = s.find('\n', b);
+    if (e == std::string::npos) e = s.size();
+    line(s.substr(b, e - b));
+    b = e + 1;
+  }
+}
+
+void reporter::header(model_spec const& m, std::string const& data, long params, long steps,
+                      long steps_per_epoch, long first_step) {
+  std::string in;
+  for (auto e : m.input) in += (in.empty() ? "" : "x") + std::to_string(e);
+  line("halox-train: model " + m.name + " (" + m.source + ", " + std::to_string(m.layers.size()) +
+       " layers, input " + in + ", " + std::to_string(params) + " parameters, default strategy " +
+       m.strategy + ") on " + std::to_string(size_) + " ranks, OMP_NUM_THREADS=" +
+       (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset"));
+  line("data: " + data);
+  line("batch " + std::to_string(o_.batch) + ", " + std::to_string(steps) + " steps (" +
+       std::to_string(steps_per_epoch) + " per epoch)" +
+       (first_step ? ", resuming after step " + std::to_string(first_step) : std::string()) +
+       fmt(", lr %g, momentum %g, weight decay %g", o_.lr, o_.momentum, o_.weight_decay));
+}
+
+void reporter::step(step_record const& r, long total_steps, double eta_s) {
+  losses_.emplace_back(r.step, r.loss);
+  if (json_) {
+    auto const& p = r.phases;
+    std::fprintf(json_.get(),
+                 "{\"step\": %ld, \"epoch\": %d, \"loss\": %.17g, \"accuracy\": %.6g, "
+                 "\"images_per_s\": %.6g, \"time_s\": %.6g, \"compute_s\": %.6g, \"halo_s\": %.6g, "
+                 "\"shuffle_s\": %.6g, \"allreduce_s\": %.6g}\n",
+                 r.step, r.epoch, r.loss, r.accuracy, r.images_per_s, r.time, p.compute, p.halo,
+                 p.shuffle, p.allreduce);
+    std::fflush(json_.get());
+  }
+  if (r.step % o_.print_every == 0 || r.step == total_steps)
+    line("epoch " + std::to_string(r.epoch) + " step " + std::to_string(r.step) + "/" +
+         std::to_string(total_steps) +
+         fmt("  loss %.4f  acc %5.1f%%  %7.1f img/s  ETA %.0f s", r.loss, 100 * r.accuracy,
+             r.images_per_s, eta_s));
+}
+
+void reporter::epoch(int e, epoch_stats const& s, bool have_test, loss_sums const& test,
+                     MPI_Comm comm) {
+  double v[5] = {s.time, s.phases.compute, s.phases.halo, s.phases.shuffle, s.phases.allreduce};
+  double mx[5];
+  MPI_Allreduce(v, mx, 5, MPI_DOUBLE, MPI_MAX, comm);
+  std::string l =
+      "epoch " + std::to_string(e) +
+      fmt(" done: train loss %.4f acc %.1f%%", s.loss / s.samples, 100 * s.correct / s.samples);
+  if (have_test) l += fmt(", test loss %.4f acc %.1f%%", test.loss, 100 * test.correct);
+  line(l);
+  line(fmt("  time %.2f s over %.0f steps (%.1f img/s); max over ranks: compute %.2f s, ", mx[0],
+           static_cast<double>(s.steps), s.samples / mx[0], mx[1]) +
+       fmt("halo %.2f s, shuffle %.2f s, allreduce %.2f s", mx[2], mx[3], mx[4]));
+  if (o_.debug_print)
+    line(fmt("  this rank: compute %.2f s, halo %.2f s, shuffle %.2f s, allreduce %.2f s", v[1],
+             v[2], v[3], v[4]));
+}
+
+int reporter::compare(std::string const& path, double rtol, MPI_Comm comm) {
+  int status = 0;
+  if (rank_ == 0) {
+    std::ifstream f(path);
+    std::map<long, double> ref;
+    for (std::string s; std::getline(f, s);) {
+      auto st = s.find("\"step\": "), lo = s.find("\"loss\": ");
+      if (st == std::string::npos || lo == std::string::npos) continue;
+      ref[std::stol(s.substr(st + 8))] = std::stod(s.substr(lo + 8));
+    }
+    double worst = 0;
+    long n = 0;
+    for (auto const& [step, loss] : losses_) {
+      auto it = ref.find(step);
+      if (it == ref.end()) continue;
+      ++n;
+      worst = std::max(worst, std::abs(loss - it->second) / std::max(std::abs(it->second), 1e-30));
+    }
+    if (n == 0 || n != static_cast<long>(losses_.size())) {
+      std::printf("compare: %s has %ld of this run's %zu steps; FAILED\n", path.c_str(), n,
+                  losses_.size());
+      status = 1;
+    } else {
+      status = worst <= rtol ? 0 : 1;
+      std::printf("compare: %ld steps, max relative loss difference %.3g (rtol %.3g): %s\n", n,
+                  worst, rtol, status ? "FAILED" : "ok");
+    }
+    std::fflush(stdout);
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, comm);
+  return status;
+}
+
+} // namespace trainer

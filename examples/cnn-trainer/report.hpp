@@ -1,0 +1,73 @@
+#pragma once
+// What halox-train prints and logs: the header, a progress line every few steps, the epoch
+// summaries with the time breakdown, the JSON log, and the comparison with another run's log.
+#include "data.hpp"
+#include "model.hpp"
+#include "options.hpp"
+#include "tensor_util.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+struct loss_sums;
+
+/// One training step as seen by the calling rank.
+struct step_record {
+  long step = 0;           ///< 1-based global step
+  int epoch = 0;           ///< 1-based epoch
+  double loss = 0;         ///< mean cross-entropy over the batch
+  double accuracy = 0;     ///< fraction of the batch classified right
+  double images_per_s = 0; ///< batch size / step time
+  double time = 0;         ///< wall time of the step
+  phase_times phases;      ///< this rank's breakdown
+};
+
+/// Sums over an epoch.
+struct epoch_stats {
+  double samples = 0, loss = 0, correct = 0, time = 0; ///< sample-weighted sums, wall time
+  phase_times phases;                                  ///< this rank's breakdown
+  long steps = 0;                                      ///< steps in the epoch
+  /// Adds a step of `n` samples.
+  void add(step_record const& r, double n) {
+    samples += n;
+    loss += r.loss * n;
+    correct += r.accuracy * n;
+    time += r.time;
+    phases.add(r.phases);
+    ++steps;
+  }
+};
+
+/// Prints on rank 0 (or on every rank with --debug-print) and writes the JSON log.
+class reporter {
+public:
+  reporter(options const& o, int rank, int size);
+  /// The run's description.
+  void header(model_spec const& m, std::string const& data, long params, long steps,
+              long steps_per_epoch, long first_step);
+  /// Records a step; prints a progress line every --print-every steps, logs every step.
+  void step(step_record const& r, long total_steps, double eta_s);
+  /// Prints an epoch summary; collective (the breakdown is the maximum over the ranks).
+  void epoch(int e, epoch_stats const& s, bool have_test, loss_sums const& test, MPI_Comm comm);
+  /// Prints text as is.
+  void text(std::string const& s);
+  /// Compares this run's losses with those in a --log-json file (rank 0 reads it); returns the
+  /// exit status, the same on every rank. Collective.
+  int compare(std::string const& path, double rtol, MPI_Comm comm);
+
+private:
+  void line(std::string const& s);
+  options o_;
+  int rank_, size_;
+  bool prints_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> json_{nullptr, &std::fclose};
+  std::vector<std::pair<long, double>> losses_;
+};
+
+} // namespace trainer

@@ -1,0 +1,97 @@
+#pragma once
+// Small helpers on the owned blocks of distributed buffers, shared by the layers and the
+// network: copies between two layouts of the same blocks, element-wise visits with the global
+// index of each element, and the per-phase time accounting.
+#include <halox/ops/dist_common.hpp>
+#include <halox/tensor_desc.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace trainer {
+
+/// Time of one step (or an epoch) per phase, in seconds, on the calling rank.
+struct phase_times {
+  double compute = 0;   ///< local kernels (dist ops' compute, FC, loss, copies, optimizer)
+  double halo = 0;      ///< halo exchanges and output-gradient gathers of the dist ops
+  double shuffle = 0;   ///< redistributions between strategies
+  double allreduce = 0; ///< gradient and statistics all-reductions, the loss reduction
+  /// Adds `o` to these times.
+  void add(phase_times const& o) {
+    compute += o.compute;
+    halo += o.halo;
+    shuffle += o.shuffle;
+    allreduce += o.allreduce;
+  }
+  /// Adds the times a dist op reported for its last call.
+  void add(halox::ops::dist_timings const& t) {
+    compute += t.compute;
+    halo += t.start + t.wait;
+    allreduce += t.reduce;
+  }
+};
+
+/// Calls `f(local_offset_a, local_offset_b, global_linear_index)` for every owned element of
+/// two buffers holding the same blocks (`a` and `b` may differ in halos and strides; pass the
+/// same descriptor twice to visit one buffer). Offsets are in elements from the buffers'
+/// first allocated cells; the global index is row-major over the global shape.
+template <class F>
+void for_each_owned(halox::tensor_desc const& a, halox::tensor_desc const& b, F&& f) {
+  halox::box const own = a.owned_box();
+  if (own.empty()) return;
+  int const nd = a.ndim();
+  auto const oa = a.owned_offset(), ob = b.owned_offset();
+  auto const& sa = a.strides();
+  auto const& sb = b.strides();
+  auto const& shape = a.shape();
+  std::vector<halox::index_t> i(static_cast<std::size_t>(nd), 0);
+  halox::index_t const inner = own.extent(nd - 1);
+  for (;;) {
+    halox::index_t pa = 0, pb = 0, g = 0;
+    for (int d = 0; d < nd; ++d) {
+      pa += (oa[d] + i[d]) * sa[d];
+      pb += (ob[d] + i[d]) * sb[d];
+      g = g * shape[d] + own.lo[d] + i[d];
+    }
+    for (halox::index_t k = 0; k < inner; ++k) f(pa + k * sa[nd - 1], pb + k * sb[nd - 1], g + k);
+    int d = nd - 2;
+    for (; d >= 0; --d) {
+      if (++i[d] < own.extent(d)) break;
+      i[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+/// True when `a` and `b` give every process of the same grid the same owned block (so data
+/// moves between them by a local copy). Pure arithmetic, the same answer on every rank.
+inline bool same_blocks(halox::tensor_desc const& a, halox::tensor_desc const& b) {
+  if (a.shape() != b.shape() || a.grid().dims() != b.grid().dims()) return false;
+  for (int r = 0; r < a.grid().size(); ++r) {
+    halox::box const x = a.owned_box(r), y = b.owned_box(r);
+    if (x.empty() && y.empty()) continue;
+    for (int d = 0; d < x.nd; ++d)
+      if (x.lo[d] != y.lo[d] || x.hi[d] != y.hi[d]) return false;
+  }
+  return true;
+}
+
+/// A 64-bit mix of its inputs (splitmix64 finaliser): the source of every random number the
+/// trainer draws, so that values depend on global indices and the seed, never on the rank.
+inline std::uint64_t mix(std::uint64_t a, std::uint64_t b = 0, std::uint64_t c = 0,
+                         std::uint64_t d = 0) {
+  std::uint64_t z = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL;
+  z ^= (c + 0x85157AF5ULL) * 0x94D049BB133111EBULL;
+  z ^= (d + 0x1234567ULL) * 0xD6E8FEB86659FD93ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// A uniform number in [0, 1) from a hash.
+inline double uniform01(std::uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+
+/// Seconds since an arbitrary origin (MPI_Wtime).
+double now();
+
+} // namespace trainer

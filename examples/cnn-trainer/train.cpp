@@ -1,0 +1,213 @@
+#include "train.hpp"
+
+#include "checkpoint.hpp"
+#include "data.hpp"
+#include "network.hpp"
+#include "optimizer.hpp"
+#include "report.hpp"
+
+#include <halox/error.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+
+namespace trainer {
+using halox::index_t;
+
+namespace {
+
+// The model's family: its name without the strategy suffix, so that a checkpoint of
+// resnet-hybrid resumes as resnet-spatial.
+std::string family(std::string const& name) {
+  for (char const* s : {"-sample", "-spatial", "-hybrid"}) {
+    std::string const suf = s;
+    if (name.size() > suf.size() && name.compare(name.size() - suf.size(), suf.size(), suf) == 0)
+      return name.substr(0, name.size() - suf.size());
+  }
+  return name;
+}
+
+template <class T> MPI_Datatype mpi_type() { return sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE; }
+
+// Networks are built per batch size (the last mini-batch and the test batches may be
+// smaller); building is collective, and every rank meets the same sizes in the same order.
+template <class T> class network_cache {
+public:
+  network_cache(model_spec const& m, param_store<T>& ps, std::vector<layer_params> const& lp,
+                grid_cache& g)
+      : m_(m), ps_(ps), lp_(lp), g_(g) {}
+  network<T>& get(index_t n) {
+    auto& p = nets_[n];
+    if (!p) p = std::make_unique<network<T>>(m_, n, ps_, lp_, g_);
+    return *p;
+  }
+
+private:
+  model_spec const& m_;
+  param_store<T>& ps_;
+  std::vector<layer_params> const& lp_;
+  grid_cache& g_;
+  std::map<index_t, std::unique_ptr<network<T>>> nets_;
+};
+
+// Runs a batch forward (and backward when training); returns this rank's loss sums.
+template <class T> loss_sums run_batch(network<T>& net, dataset& data, split s,
+                                       std::vector<index_t> const& ids, step_context const& c) {
+  double const t0 = now();
+  fill_batch(data, s, ids, net.input_desc(), net.input());
+  halox::box const own = net.logits_desc().owned_box();
+  std::vector<int> const labels =
+      own.empty() ? std::vector<int>{} : batch_labels(data, s, ids, own.lo[0], own.hi[0]);
+  c.times->compute += now() - t0; // data loading counts as local work
+  net.forward(c);
+  loss_sums const l = net.loss(labels, c);
+  if (c.training) net.backward(c);
+  return l;
+}
+
+template <class T> loss_sums evaluate(network_cache<T>& nets, dataset& data, long batch,
+                                      step_context c, MPI_Comm comm) {
+  c.training = false;
+  loss_sums total;
+  index_t const n = data.size(split::test);
+  for (index_t first = 0; first < n; first += batch) {
+    std::vector<index_t> ids;
+    for (index_t i = first; i < std::min<index_t>(n, first + batch); ++i) ids.push_back(i);
+    loss_sums const l =
+        run_batch(nets.get(static_cast<index_t>(ids.size())), data, split::test, ids, c);
+    total.loss += l.loss;
+    total.correct += l.correct;
+  }
+  double v[2] = {total.loss, total.correct};
+  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, comm);
+  return {v[0] / static_cast<double>(n), v[1] / static_cast<double>(n)};
+}
+
+} // namespace
+
+template <class T> int train(options const& o, model_spec const& m, MPI_Comm world) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  reporter out(o, rank, size);
+
+  std::string const dataset_spec = !o.dataset.empty()      ? o.dataset
+                                   : m.spatial_dims() == 3 ? "synthetic3d"
+                                                           : "synthetic";
+  auto data = open_dataset(dataset_spec, m.input, m.classes, o.train_size, o.test_size);
+  param_store<T> ps;
+  std::vector<layer_params> const lp = make_params(m, o.seed, ps);
+  // Every rank initialised the same values from the seed; broadcasting rank 0's makes that a
+  // guarantee rather than an assumption (and is what a framework with random init needs).
+  for (auto& p : ps.params)
+    MPI_Bcast(p.value.data(), static_cast<int>(p.value.size()), mpi_type<T>(), 0, world);
+  train_position pos;
+  if (!o.resume.empty()) pos = load_checkpoint(o.resume, family(m.name), ps, world);
+
+  grid_cache grids(world);
+  network_cache<T> nets(m, ps, lp, grids);
+  MPI_Comm grad_comm = MPI_COMM_NULL; // the trainer's own, for the gradient all-reduces
+  MPI_Comm_dup(world, &grad_comm);
+  sgd const opt{o.lr, o.momentum, o.weight_decay};
+
+  index_t const ntrain = data->size(split::train);
+  long const steps_per_epoch = static_cast<long>((ntrain + o.batch - 1) / o.batch);
+  long const total_steps = o.steps > 0 ? o.steps : steps_per_epoch * o.epochs;
+  long trainable = 0;
+  for (auto const& p : ps.params)
+    if (p.trainable) trainable += static_cast<long>(p.value.size());
+  out.header(m, data->describe(), trainable, total_steps, steps_per_epoch, pos.step);
+  // Build the first network now: a strategy that does not fit the rank count fails here, on
+  // every rank alike, rather than inside the training loop.
+  network<T>& first = nets.get(std::min<index_t>(o.batch, ntrain));
+  if (o.describe) out.text(first.describe());
+
+  int status = 0;
+  try {
+    std::vector<index_t> order;
+    int order_epoch = -1;
+    epoch_stats ep;
+    double const t_start = now();
+    double last_test_accuracy = -1;
+    long const first_step = pos.step;
+    for (long s = pos.step; s < total_steps; ++s) {
+      int const epoch = static_cast<int>(s / steps_per_epoch);
+      long const b = s % steps_per_epoch;
+      if (epoch != order_epoch) {
+        order = epoch_order(ntrain, o.seed, epoch);
+        order_epoch = epoch;
+      }
+      std::vector<index_t> ids(order.begin() + b * o.batch,
+                               order.begin() + std::min<index_t>(ntrain, (b + 1) * o.batch));
+      phase_times t;
+      std::vector<MPI_Request> pending;
+      std::vector<std::function<void()>> finish;
+      step_context c{true,    o.seed,         static_cast<std::uint64_t>(s),
+                     &t,      grad_comm,      &pending,
+                     &finish, o.deterministic};
+      double const t0 = now();
+      loss_sums l =
+          run_batch(nets.get(static_cast<index_t>(ids.size())), *data, split::train, ids, c);
+      double const tw = now();
+      MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
+      for (auto& f : finish) f();
+      double v[2] = {l.loss, l.correct};
+      MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, world);
+      t.allreduce += now() - tw;
+      double const to = now();
+      opt.step(ps);
+      t.compute += now() - to;
+      double const dt = now() - t0;
+      step_record r{s + 1,
+                    epoch + 1,
+                    v[0] / static_cast<double>(ids.size()),
+                    v[1] / static_cast<double>(ids.size()),
+                    static_cast<double>(ids.size()) / dt,
+                    dt,
+                    t};
+      ep.add(r, static_cast<double>(ids.size()));
+      double const avg = (now() - t_start) / static_cast<double>(s + 1 - first_step);
+      out.step(r, total_steps, avg * static_cast<double>(total_steps - s - 1));
+      bool const epoch_end = b == steps_per_epoch - 1 || s + 1 == total_steps;
+      if (epoch_end) {
+        loss_sums test{};
+        if (o.eval) {
+          phase_times et;
+          step_context ec{false, o.seed, 0, &et, grad_comm, &pending, &finish, false};
+          test = evaluate(nets, *data, o.batch, ec, world);
+          last_test_accuracy = test.correct;
+        }
+        out.epoch(epoch + 1, ep, o.eval, test, world);
+        ep = epoch_stats{};
+        if (!o.checkpoint.empty()) {
+          save_checkpoint(o.checkpoint, family(m.name), ps, train_position{s + 1}, world);
+          out.text("checkpoint " + o.checkpoint + " written at step " + std::to_string(s + 1) +
+                   "\n");
+        }
+      }
+    }
+    if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
+      out.text("expected a test accuracy of at least " + std::to_string(100 * o.expect_accuracy) +
+               "% but reached " + std::to_string(100 * last_test_accuracy) + "%: FAILED\n");
+      status = 1;
+    }
+  } catch (std::exception const& e) {
+    // Past set-up an error may strike one rank only (a short read, a full disk); the others
+    // would wait for it in the next collective, so stop the whole job.
+    std::fprintf(stderr, "[%d/%d] halox-train: error: %s\n", rank, size, e.what());
+    std::fflush(stderr);
+    MPI_Abort(world, 3);
+  }
+  if (!o.compare_log.empty()) status = std::max(status, out.compare(o.compare_log, o.rtol, world));
+  MPI_Comm_free(&grad_comm);
+  return status;
+}
+
+template int train<float>(options const&, model_spec const&, MPI_Comm);
+template int train<double>(options const&, model_spec const&, MPI_Comm);
+
+} // namespace trainer

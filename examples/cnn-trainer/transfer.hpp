@@ -1,0 +1,34 @@
+#pragma once
+// Moving activations between two layouts of the same tensor: a local copy when every rank
+// owns the same block in both (the layouts differ only in halos), a halox redistribution,
+// planned once, when the strategies differ. Backward runs the same move in reverse.
+#include "tensor_util.hpp"
+
+#include <halox/redistribute.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace trainer {
+
+/// A move from layout `src` to layout `dst` (same global shape and dtype).
+template <class T> class transfer {
+public:
+  /// Collective over the grids' communicator when the blocks differ (plans the redistribution).
+  transfer(halox::tensor_desc const& src, halox::tensor_desc const& dst);
+  /// Owned cells of `src_buf` (laid out as src) -> owned cells of `dst_buf` (as dst).
+  void forward(std::vector<T>& src_buf, std::vector<T>& dst_buf, phase_times& t);
+  /// Owned cells of `dst_buf` -> owned cells of `src_buf`; with `accumulate` they are added
+  /// to what `src_buf` holds instead of replacing it.
+  void backward(std::vector<T>& dst_buf, std::vector<T>& src_buf, phase_times& t,
+                bool accumulate = false);
+  /// True when the move is a local copy.
+  [[nodiscard]] bool local() const noexcept { return plan_ == nullptr; }
+
+private:
+  halox::tensor_desc src_, dst_;
+  std::unique_ptr<halox::redistribute_plan> plan_;
+  std::vector<T> scratch_; // the moved gradient before it is added (accumulate)
+};
+
+} // namespace trainer
