@@ -3,6 +3,7 @@
 #include <halox/collective.hpp>
 #include <halox/error.hpp>
 #include <halox/ops/dist_batch_norm.hpp>
+#include <halox/ops/provider.hpp>
 
 #include <mpi.h>
 
@@ -13,14 +14,15 @@ template <class T> struct dist_batch_norm<T>::impl {
   bn_stats_mode mode;
   bn_params p;
   index_t channels = 0;
-  communicator comm; // spans N and space: the processes sharing a channel block
-  bn_moments m;      // of the last forward
+  communicator comm;  // spans N and space: the processes sharing a channel block
+  local_kernels<T> k; // the provider of the normalisation passes
+  bn_moments m;       // of the last forward
   std::vector<double> buf;
   dist_timings t;
 
-  impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp)
+  impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp, dist_options const& o)
       : desc(x), mode(md), p(pp), channels(x.ndim() >= 2 ? x.shape()[1] : 0),
-        comm(sub_comm(x, md, pp)) {}
+        comm(sub_comm(x, md, pp)), k(o.provider, o.threads) {}
 
   static communicator sub_comm(tensor_desc const& x, bn_stats_mode md, bn_params const& pp) {
     check_collectively(
@@ -47,9 +49,9 @@ template <class T> struct dist_batch_norm<T>::impl {
   }
 };
 
-template <class T>
-dist_batch_norm<T>::dist_batch_norm(tensor_desc const& x, bn_stats_mode mode, bn_params const& p)
-    : impl_(std::make_unique<impl>(x, mode, p)) {}
+template <class T> dist_batch_norm<T>::dist_batch_norm(tensor_desc const& x, bn_stats_mode mode,
+                                                       bn_params const& p, dist_options const& o)
+    : impl_(std::make_unique<impl>(x, mode, p, o)) {}
 template <class T> dist_batch_norm<T>::~dist_batch_norm() = default;
 template <class T> dist_batch_norm<T>::dist_batch_norm(dist_batch_norm&&) noexcept = default;
 template <class T>
@@ -116,7 +118,7 @@ template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor
     else
       I.m = bn_moments{};
   }
-  if (mine) bn_apply<T>(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
+  if (mine) I.k.bn_apply(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
   t.total = MPI_Wtime() - t0;
   t.compute = t.total - t.reduce;
 }
@@ -154,8 +156,8 @@ template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tenso
   total.sum_dy_xhat.assign(I.buf.begin() + 1 + c, I.buf.end());
   if (mine) {
     bn_grad_sums const& for_dx = I.mode == bn_stats_mode::global ? total : local;
-    bn_backward_apply<T>(owned_ref<T const>(x), owned_ref<T const>(dy), I.m, gamma, for_dx,
-                         I.p.training, owned_ref<T>(dx));
+    I.k.bn_backward_apply(owned_ref<T const>(x), owned_ref<T const>(dy), I.m, gamma, for_dx,
+                          I.p.training, owned_ref<T>(dx));
   }
   bn_param_grads<T>(total, dgamma, dbeta);
   t.total = MPI_Wtime() - t0;

@@ -56,6 +56,7 @@ std::uint64_t params_hash(std::vector<win1> const& win, index_t cout, bool xb, b
   mix(static_cast<std::uint64_t>(f));
   mix(o.overlap ? 1 : 0);
   mix(static_cast<std::uint64_t>(o.method));
+  mix(static_cast<std::uint64_t>(o.provider));
   return h;
 }
 
