@@ -25,7 +25,7 @@ def parse_name(name):
     # e.g. 2d_3x3s2_64-128_56 -> dims 2, kernel 3, stride 2, cin 64, cout 128, extent "56"
     parts = name.split("_")
     nsp = int(parts[0][0])
-    win = parts[1]
+    win = parts[-3]
     stride = 1
     if "s" in win:
         win, s = win.split("s")
