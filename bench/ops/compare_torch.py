@@ -93,8 +93,9 @@ def main():
     import torch
     torch.set_num_threads(a.threads)
     provs = a.providers.split(",")
-    hal = {p: halox_times(a.exe, p, a.shapes, a.iters, a.warmup, a.threads) for p in provs}
-    names = list(hal[provs[0]].keys())
+    # The shape list comes from the tool; each shape is then timed in halox and in torch right
+    # after each other, so that both see the same load on a shared machine.
+    names = list(halox_times(a.exe, provs[0], a.shapes, 0, 0, a.threads).keys())
     print(f"threads {a.threads}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
           f"median of {a.iters} after {a.warmup} warm-up; times in ms, fwd+bwd = forward + "
           "dx + dw + db")
@@ -109,10 +110,11 @@ def main():
     ratios = {p: [] for p in provs}
     for n in names:
         batch = 4 if n.startswith("2d") else 2
+        hal = {p: halox_times(a.exe, p, n, a.iters, a.warmup, a.threads)[n] for p in provs}
         tf, tt = torch_times(n, batch, a.iters, a.warmup)
         row = f"| {n} | {tf:.2f} | {tt:.2f} |"
         for p in provs:
-            h = hal[p][n]
+            h = hal[p]
             ratios[p].append(h["total"] / tt)
             row += f" {h['fwd']:.2f} | {h['total']:.2f} | {h['total'] / tt:.2f} |"
         print(row, flush=True)

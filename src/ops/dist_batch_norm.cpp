@@ -22,9 +22,10 @@ template <class T> struct dist_batch_norm<T>::impl {
 
   impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp, dist_options const& o)
       : desc(x), mode(md), p(pp), channels(x.ndim() >= 2 ? x.shape()[1] : 0),
-        comm(sub_comm(x, md, pp)), k(o.provider, o.threads) {}
+        comm(sub_comm(x, md, pp, o)), k(o.provider, o.threads) {}
 
-  static communicator sub_comm(tensor_desc const& x, bn_stats_mode md, bn_params const& pp) {
+  static communicator sub_comm(tensor_desc const& x, bn_stats_mode md, bn_params const& pp,
+                               dist_options const& o) {
     check_collectively(
         x.grid().comm(), "dist_batch_norm",
         [&] {
@@ -36,6 +37,7 @@ template <class T> struct dist_batch_norm<T>::impl {
                         "dist_batch_norm: the input " + x.dist().str() +
                             " must be [N, C, ...] with the channels not split (grid extent 1 "
                             "along dimension 1)");
+          detail::check_host_provider("dist_batch_norm", o);
         },
         [&] {
           std::uint64_t h = static_cast<std::uint64_t>(md) * 1099511628211ull;

@@ -7,7 +7,10 @@
 namespace halox::ops {
 
 template <class T> dist_relu<T>::dist_relu(tensor_desc const& x, dist_options const& o)
-    : desc_(x), kernels_(std::make_shared<local_kernels<T>>(o.provider, o.threads)) {
+    : desc_(x), kernels_([&] {
+        detail::check_host_provider("dist_relu", o);
+        return std::make_shared<local_kernels<T>>(o.provider, o.threads);
+      }()) {
   HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,
                 std::string("dist_relu<") + to_string(dtype_of<T>()) + ">: the input has dtype " +
                     to_string(x.type()) + "; instantiate it with the matching type");

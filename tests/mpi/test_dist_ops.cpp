@@ -628,6 +628,37 @@ TEST(DistOps, ReluAndChainedLayers) {
   expect_owned(pool.output_desc(), zl, z_ref, 0, "conv+relu+pool");
 }
 
+// Providers the distributed operators cannot use fail on every rank at construction, naming the
+// fix: cudnn (device buffers; the operators keep host workspaces), onednn for double.
+TEST(DistOps, RejectsUnusableProviders) {
+  process_grid grid(MPI_COMM_WORLD, {1, 1, world_size()});
+  auto expect_throw = [](auto&& make, std::vector<std::string> const& parts) {
+    bool threw = false;
+    try {
+      make();
+    } catch (halox::error const& e) {
+      threw = true;
+      for (auto const& s : parts) EXPECT_NE(e.message().find(s), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(threw) << parts.front();
+  };
+  tensor_desc const xf(grid, {1, 2, 4 * world_size()}, halox::dtype::float32);
+  ops::dist_options o;
+  o.provider = ops::compute_provider::cudnn;
+  expect_throw(
+      [&] {
+        ops::dist_conv<float> l(xf, {2, 2, 3}, {{}, {1}, {1}, {}}, o);
+      },
+      {"cudnn", "host", "local_kernels"});
+  expect_throw([&] { ops::dist_relu<float> l(xf, o); }, {"cudnn", "host"});
+  if (ops::provider_built(ops::compute_provider::onednn)) {
+    tensor_desc const xd(grid, {1, 2, 4 * world_size()}, halox::dtype::float64);
+    o.provider = ops::compute_provider::onednn;
+    expect_throw([&] { ops::dist_pool<double> l(xd, max_pool({2}), o); },
+                 {"onednn", "float32 only", "reference"});
+  }
+}
+
 TEST(DistOps, RejectsSplitChannels) {
   int const p = world_size();
   if (p == 1) GTEST_SKIP() << "needs 2 ranks to split the channels";

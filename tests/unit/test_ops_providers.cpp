@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <string>
@@ -205,6 +206,7 @@ TEST(OpsProviders, ConvMatchesReferenceOnStridedBoxes) {
   auto const provs = host_providers();
   if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
   std::mt19937_64 g(11);
+  double worst = 0;
   for (auto prov : provs)
     for (int nsp : {2, 3})
       for (int trial = 0, done = 0; done < (nsp == 2 ? 14 : 8) && trial < 200; ++trial) {
@@ -212,9 +214,12 @@ TEST(OpsProviders, ConvMatchesReferenceOnStridedBoxes) {
         if (!draw_conv(g, nsp, c)) continue;
         ++done;
         double const e = conv_vs_reference<float>(prov, c, 100 + trial);
+        worst = std::max(worst, e);
         EXPECT_LE(e, float_tol) << ops::to_string(prov) << " conv x " << fmt(c.xs) << " w "
                                 << fmt(c.ws) << " trial " << trial;
       }
+  RecordProperty("largest_relative_error", std::to_string(worst));
+  std::printf("largest relative error against the reference: %.3g\n", worst);
 }
 
 TEST(OpsProviders, PoolMatchesReferenceOnStridedBoxes) {
