@@ -86,7 +86,7 @@ template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor
     I.m = bn_inference_moments<T>(running_mean, running_var, c, I.p.eps);
   } else {
     bn_stats s;
-    if (mine) s = bn_partial_stats<T>(owned_ref<T const>(x));
+    if (mine) s = I.k.bn_partial_stats(owned_ref<T const>(x));
     if (I.mode == bn_stats_mode::global) {
       // (count, mean, M2) of every rank, merged in rank order: the same rounding everywhere,
       // and no cancellation (a plain sum of squares would cancel when |mean| >> std).
@@ -140,7 +140,7 @@ template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tenso
   bn_grad_sums local;
   local.sum_dy.assign(static_cast<std::size_t>(c), 0.0);
   local.sum_dy_xhat.assign(static_cast<std::size_t>(c), 0.0);
-  if (mine) local = bn_backward_partial<T>(owned_ref<T const>(x), owned_ref<T const>(dy), I.m);
+  if (mine) local = I.k.bn_backward_partial(owned_ref<T const>(x), owned_ref<T const>(dy), I.m);
   // Sums of dy and dy * xhat are plain sums: one MPI_SUM of [count, sum_dy, sum_dy_xhat].
   I.buf.assign(static_cast<std::size_t>(1 + 2 * c), 0.0);
   I.buf[0] = static_cast<double>(local.count);

@@ -1,7 +1,6 @@
 #include "ops/dist_window.hpp"
 
 #include <halox/error.hpp>
-#include <halox/ops/conv.hpp>
 #include <halox/ops/dist_conv.hpp>
 #include <halox/ops/provider.hpp>
 

@@ -2,7 +2,6 @@
 
 #include <halox/error.hpp>
 #include <halox/ops/dist_pool.hpp>
-#include <halox/ops/pool.hpp>
 #include <halox/ops/provider.hpp>
 
 #include <mpi.h>

@@ -2,7 +2,6 @@
 
 #include <halox/error.hpp>
 #include <halox/ops/dist_relu.hpp>
-#include <halox/ops/relu.hpp>
 
 namespace halox::ops {
 

@@ -193,6 +193,16 @@ template <class T> void local_kernels<T>::relu_backward(const_tensor_ref<T> x,
   thread_scope s(threads_);
   impl_->relu_backward(std::move(x), std::move(dy), std::move(dx));
 }
+template <class T> bn_stats local_kernels<T>::bn_partial_stats(const_tensor_ref<T> x) {
+  thread_scope s(threads_);
+  return impl_->bn_partial_stats(std::move(x));
+}
+template <class T> bn_grad_sums local_kernels<T>::bn_backward_partial(const_tensor_ref<T> x,
+                                                                      const_tensor_ref<T> dy,
+                                                                      bn_moments const& m) {
+  thread_scope s(threads_);
+  return impl_->bn_backward_partial(std::move(x), std::move(dy), m);
+}
 template <class T> void local_kernels<T>::bn_apply(const_tensor_ref<T> x, bn_moments const& m,
                                                    T const* gamma, T const* beta, tensor_ref<T> y) {
   thread_scope s(threads_);

@@ -37,6 +37,9 @@ public:
                              box const& in_box, pool_params const& p) = 0;
   virtual void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) = 0;
   virtual void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx) = 0;
+  virtual bn_stats bn_partial_stats(const_tensor_ref<T> x) = 0;
+  virtual bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                           bn_moments const& m) = 0;
   virtual void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
                         tensor_ref<T> y) = 0;
   virtual void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,

@@ -93,6 +93,11 @@ public:
   void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y);
   /// As `relu_backward`.
   void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx);
+  /// As `bn_partial_stats`.
+  [[nodiscard]] bn_stats bn_partial_stats(const_tensor_ref<T> x);
+  /// As `bn_backward_partial`.
+  [[nodiscard]] bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                                 bn_moments const& m);
   /// As `bn_apply`.
   void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
                 tensor_ref<T> y);

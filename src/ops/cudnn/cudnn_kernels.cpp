@@ -439,6 +439,11 @@ public:
                                         &zero, dxd.d, dx.data));
   }
 
+  bn_stats bn_partial_stats(const_tensor_ref<T>) override { unsupported("bn_partial_stats"); }
+  bn_grad_sums bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,
+                                   bn_moments const&) override {
+    unsupported("bn_backward_partial");
+  }
   void bn_apply(const_tensor_ref<T>, bn_moments const&, T const*, T const*,
                 tensor_ref<T>) override {
     unsupported("bn_apply");

@@ -216,6 +216,13 @@ public:
                      tensor_ref<float> dx) override {
     ref_->relu_backward(x, dy, dx);
   }
+  bn_stats bn_partial_stats(const_tensor_ref<float> x) override {
+    return ref_->bn_partial_stats(x);
+  }
+  bn_grad_sums bn_backward_partial(const_tensor_ref<float> x, const_tensor_ref<float> dy,
+                                   bn_moments const& m) override {
+    return ref_->bn_backward_partial(x, dy, m);
+  }
   void bn_apply(const_tensor_ref<float> x, bn_moments const& m, float const* gamma,
                 float const* beta, tensor_ref<float> y) override {
     ref_->bn_apply(x, m, gamma, beta, y);

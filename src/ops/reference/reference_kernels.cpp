@@ -45,6 +45,11 @@ public:
   void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx) override {
     ops::relu_backward<T>(x, dy, dx);
   }
+  bn_stats bn_partial_stats(const_tensor_ref<T> x) override { return ops::bn_partial_stats<T>(x); }
+  bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                   bn_moments const& m) override {
+    return ops::bn_backward_partial<T>(x, dy, m);
+  }
   void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
                 tensor_ref<T> y) override {
     ops::bn_apply<T>(x, m, gamma, beta, y);
