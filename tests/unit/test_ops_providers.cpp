@@ -288,6 +288,29 @@ TEST(OpsProviders, AutomaticResolvesByTypeAndOnednnRefusesDouble) {
   EXPECT_EQ(ops::provider_from_string("onednn"), compute_provider::onednn);
 }
 
+TEST(OpsProviders, ExplicitThreadCountsGiveTheSameResults) {
+  expect_error([] { ops::local_kernels<float> k(compute_provider::reference, -1); },
+               {"threads = -1", "positive"});
+  std::vector<compute_provider> provs{compute_provider::reference};
+  for (auto p : host_providers()) provs.push_back(p);
+  conv_case c{{2, 8, 20, 20}, {8, 8, 3, 3}, {{1}, {1}, {1}, {}}, false};
+  auto const x = as<float>(random_values(6400, 9)), w = as<float>(random_values(576, 10));
+  for (auto prov : provs) {
+    std::vector<std::vector<float>> ys;
+    for (int t : {1, 2}) {
+      ops::local_kernels<float> k(prov, t);
+      EXPECT_EQ(k.threads(), t);
+      ys.emplace_back(x.size());
+      k.conv_forward_box(ops::const_tensor_ref<float>(x.data(), c.xs), {20, 20},
+                         ops::const_tensor_ref<float>(w.data(), c.ws), nullptr,
+                         ops::block_ref<float>(ops::tensor_ref<float>(ys.back().data(), c.xs)),
+                         make_box({0, 0}, {20, 20}), c.p);
+    }
+    std::vector<double> const a(ys[0].begin(), ys[0].end()), b(ys[1].begin(), ys[1].end());
+    EXPECT_LE(rel_err(a, b), float_tol) << ops::to_string(prov);
+  }
+}
+
 TEST(OpsProviders, DescribeReportsChoiceAndCosts) {
   if (!ops::provider_built(compute_provider::onednn)) GTEST_SKIP() << "oneDNN not built";
   ops::local_kernels<float> k(compute_provider::onednn);
