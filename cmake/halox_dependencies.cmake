@@ -64,3 +64,36 @@ foreach(_opt CUDA NCCL UCX HWLOC)
     set(HALOX_HAS_${_opt} 0)
   endif()
 endforeach()
+
+# --- oneDNN (the `onednn` compute provider of halox::ops) ---
+find_package(dnnl QUIET CONFIG)
+option(HALOX_ENABLE_ONEDNN "Build the oneDNN compute provider of halox::ops" ${dnnl_FOUND})
+if(HALOX_ENABLE_ONEDNN AND NOT dnnl_FOUND)
+  message(FATAL_ERROR "HALOX_ENABLE_ONEDNN=ON but oneDNN (dnnl-config.cmake) was not found; "
+                      "install libdnnl-dev, set dnnl_DIR, or turn the option off")
+endif()
+
+# --- cuDNN (the `cudnn` compute provider of halox::ops; needs CUDA) ---
+set(CUDNN_ROOT "$ENV{CUDNN_ROOT}" CACHE PATH "cuDNN installation prefix (optional)")
+find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+          PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY cudnn HINTS ${CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib lib64)
+set(_halox_cudnn_default OFF)
+if(HALOX_ENABLE_CUDA AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
+  set(_halox_cudnn_default ON)
+endif()
+option(HALOX_ENABLE_CUDNN "Build the cuDNN compute provider of halox::ops (needs CUDA)"
+       ${_halox_cudnn_default})
+if(HALOX_ENABLE_CUDNN AND NOT (HALOX_ENABLE_CUDA AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY))
+  message(FATAL_ERROR "HALOX_ENABLE_CUDNN=ON needs HALOX_ENABLE_CUDA=ON and cuDNN (cudnn.h, "
+                      "libcudnn); install cuDNN, set CUDNN_ROOT or CUDNN_INCLUDE_DIR/CUDNN_LIBRARY, "
+                      "or turn the option off")
+endif()
+foreach(_opt ONEDNN CUDNN)
+  if(HALOX_ENABLE_${_opt})
+    set(HALOX_HAS_${_opt} 1)
+  else()
+    set(HALOX_HAS_${_opt} 0)
+  endif()
+endforeach()

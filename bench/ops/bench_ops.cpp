@@ -1,7 +1,8 @@
 // halox-bench-ops: a distributed convolution layer, forward + backward, with overlap on and off.
 //
 // For each case (2-D: float 8x64x256x256, 3x3, 64 -> 64; 3-D: float 2x32x64x64x64, 3x3x3,
-// 32 -> 32; spatial extents scaled by HALOX_BENCH_SCALE) and each overlap setting, runs
+// 32 -> 32; spatial extents scaled by HALOX_BENCH_SCALE), each compute provider (--provider; by
+// default the reference kernels and every fast host provider built) and each overlap setting, runs
 // `warmup` untimed steps and `iters` timed steps. Each step is MPI_Barrier, forward, backward;
 // each phase's times are reduced with MPI_Allreduce(MAX) over ranks (the slowest rank sets the
 // pace of a synchronous layer), and the medians over steps are reported. Every rank runs the
@@ -40,6 +41,7 @@ struct args {
   std::string which = "all";    // 2d | 3d | all
   std::string split = "space";  // space | n | auto
   std::string overlap = "both"; // on | off | both
+  std::string provider = "all"; // a compute provider, or all built host providers
   int iters = 5, warmup = 1;
   double scale = 1.0;
 };
@@ -85,7 +87,7 @@ std::string dims_str(std::vector<int> const& d) {
 
 // Runs one case at one overlap setting; returns the median sample (max over ranks per step).
 sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> const& dims,
-           bool overlap, args const& a, double& bytes) {
+           bool overlap, ops::compute_provider prov, args const& a, double& bytes) {
   int const nsp = static_cast<int>(shape.size()) - 2;
   halox::process_grid grid(MPI_COMM_WORLD, dims);
   halox::tensor_desc xd(grid, shape, halox::dtype::float32);
@@ -93,6 +95,7 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
   for (int i = 0; i < nsp; ++i) ws.push_back(3);
   ops::dist_options o;
   o.overlap = overlap;
+  o.provider = prov;
   ops::dist_conv<float> layer(xd, ws, {{}, {1}, {1}, {}}, o);
   auto const& in = layer.input_desc();
   auto const& out = layer.output_desc();
@@ -131,8 +134,9 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
 void usage() {
   std::printf(
       "halox-bench-ops [--case 2d|3d|all] [--split space|n|auto] [--overlap on|off|both]\n"
-      "                [--iters N] [--warmup N]\n"
-      "Distributed conv layer (forward + backward), float. HALOX_BENCH_SCALE scales the\n"
+      "                [--iters N] [--warmup N] [--provider all|automatic|reference|onednn]\n"
+      "Distributed conv layer (forward + backward), float, per compute provider. HALOX_BENCH_SCALE "
+      "scales the\n"
       "spatial extents (2-D 256x256, 3-D 64^3 at scale 1). Run at 1, 2, 4 ranks and compare the\n"
       "step times for speed-ups.\n");
 }
@@ -176,6 +180,8 @@ int main(int argc, char** argv) {
       problem = parse_count("--iters", next(), 1, 1000000, a.iters);
     else if (k == "--warmup")
       problem = parse_count("--warmup", next(), 0, 1000000, a.warmup);
+    else if (k == "--provider")
+      a.provider = next();
     else {
       if (rank() == 0) usage();
       MPI_Finalize();
@@ -199,12 +205,28 @@ int main(int argc, char** argv) {
   if (a.which == "2d" || a.which == "all") cases.push_back({"2d", {8, 64, sc(256), sc(256)}, 64});
   if (a.which == "3d" || a.which == "all")
     cases.push_back({"3d", {2, 32, sc(64), sc(64), sc(64)}, 32});
+  // Compute providers to compare: "all" runs every one built for float on host memory.
+  std::vector<ops::compute_provider> provs;
+  if (a.provider == "all") {
+    provs.push_back(ops::compute_provider::reference);
+    if (ops::provider_built(ops::compute_provider::onednn))
+      provs.push_back(ops::compute_provider::onednn);
+  } else {
+    try {
+      provs.push_back(
+          ops::resolve_provider(ops::provider_from_string(a.provider), halox::dtype::float32));
+    } catch (halox::error const& e) {
+      if (rank() == 0) std::fprintf(stderr, "halox-bench-ops: %s\n", e.what());
+      MPI_Finalize();
+      return 2;
+    }
+  }
   if (rank() == 0)
     std::printf("# halox-bench-ops: %d rank(s), scale %g, %d timed step(s) after %d warm-up; "
                 "times in ms, max over ranks, median over steps\n"
-                "# %-4s %-10s %-7s %9s %9s %9s %9s %9s %9s %9s %12s\n",
-                p, a.scale, a.iters, a.warmup, "case", "grid", "overlap", "step", "forward",
-                "backward", "compute", "wait", "reduce", "cpu", "bytes/rank");
+                "# %-4s %-10s %-9s %-7s %9s %9s %9s %9s %9s %9s %9s %12s\n",
+                p, a.scale, a.iters, a.warmup, "case", "grid", "provider", "overlap", "step",
+                "forward", "backward", "compute", "wait", "reduce", "cpu", "bytes/rank");
   for (auto const& c : cases) {
     int const nd = static_cast<int>(c.shape.size());
     std::vector<int> dims(static_cast<std::size_t>(nd), 0);
@@ -215,21 +237,25 @@ int main(int argc, char** argv) {
     std::vector<int> halo(static_cast<std::size_t>(nd), 1);
     halo[0] = halo[1] = 0;
     dims = halox::choose_grid(p, dims, c.shape, halo, halo);
-    double wait[2] = {-1, -1};
-    for (int on = 1; on >= 0; --on) {
-      if ((on && a.overlap == "off") || (!on && a.overlap == "on")) continue;
-      double bytes = 0;
-      sample const s = run(c.shape, c.cout, dims, on == 1, a, bytes);
-      wait[on] = s.wait;
-      if (rank() == 0)
-        std::printf("  %-4s %-10s %-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n", c.name,
-                    dims_str(dims).c_str(), on ? "on" : "off", 1e3 * s.step, 1e3 * s.fwd,
-                    1e3 * s.bwd, 1e3 * s.compute, 1e3 * s.wait, 1e3 * s.reduce, 1e3 * s.cpu, bytes);
+    for (auto const prov : provs) {
+      double wait[2] = {-1, -1};
+      for (int on = 1; on >= 0; --on) {
+        if ((on && a.overlap == "off") || (!on && a.overlap == "on")) continue;
+        double bytes = 0;
+        sample const s = run(c.shape, c.cout, dims, on == 1, prov, a, bytes);
+        wait[on] = s.wait;
+        if (rank() == 0)
+          std::printf("  %-4s %-10s %-9s %-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n",
+                      c.name, dims_str(dims).c_str(), ops::to_string(prov).c_str(),
+                      on ? "on" : "off", 1e3 * s.step, 1e3 * s.fwd, 1e3 * s.bwd, 1e3 * s.compute,
+                      1e3 * s.wait, 1e3 * s.reduce, 1e3 * s.cpu, bytes);
+      }
+      if (rank() == 0 && wait[0] > 0 && wait[1] >= 0)
+        std::printf("  %-4s %-9s hidden: %.0f%% of the exchange wait (%.2f ms off -> %.2f ms on)\n",
+                    c.name, ops::to_string(prov).c_str(), 100.0 * (1.0 - wait[1] / wait[0]),
+                    1e3 * wait[0], 1e3 * wait[1]);
+      std::fflush(stdout);
     }
-    if (rank() == 0 && wait[0] > 0 && wait[1] >= 0)
-      std::printf("  %-4s hidden: %.0f%% of the exchange wait (%.2f ms off -> %.2f ms on)\n",
-                  c.name, 100.0 * (1.0 - wait[1] / wait[0]), 1e3 * wait[0], 1e3 * wait[1]);
-    std::fflush(stdout);
   }
   MPI_Finalize();
   return 0;

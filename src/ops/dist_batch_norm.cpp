@@ -3,6 +3,7 @@
 #include <halox/collective.hpp>
 #include <halox/error.hpp>
 #include <halox/ops/dist_batch_norm.hpp>
+#include <halox/ops/provider.hpp>
 
 #include <mpi.h>
 
@@ -13,16 +14,18 @@ template <class T> struct dist_batch_norm<T>::impl {
   bn_stats_mode mode;
   bn_params p;
   index_t channels = 0;
-  communicator comm; // spans N and space: the processes sharing a channel block
-  bn_moments m;      // of the last forward
+  communicator comm;  // spans N and space: the processes sharing a channel block
+  local_kernels<T> k; // the provider of the normalisation passes
+  bn_moments m;       // of the last forward
   std::vector<double> buf;
   dist_timings t;
 
-  impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp)
+  impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp, dist_options const& o)
       : desc(x), mode(md), p(pp), channels(x.ndim() >= 2 ? x.shape()[1] : 0),
-        comm(sub_comm(x, md, pp)) {}
+        comm(sub_comm(x, md, pp, o)), k(o.provider, o.threads) {}
 
-  static communicator sub_comm(tensor_desc const& x, bn_stats_mode md, bn_params const& pp) {
+  static communicator sub_comm(tensor_desc const& x, bn_stats_mode md, bn_params const& pp,
+                               dist_options const& o) {
     check_collectively(
         x.grid().comm(), "dist_batch_norm",
         [&] {
@@ -34,6 +37,7 @@ template <class T> struct dist_batch_norm<T>::impl {
                         "dist_batch_norm: the input " + x.dist().str() +
                             " must be [N, C, ...] with the channels not split (grid extent 1 "
                             "along dimension 1)");
+          detail::check_host_provider("dist_batch_norm", o);
         },
         [&] {
           std::uint64_t h = static_cast<std::uint64_t>(md) * 1099511628211ull;
@@ -47,9 +51,9 @@ template <class T> struct dist_batch_norm<T>::impl {
   }
 };
 
-template <class T>
-dist_batch_norm<T>::dist_batch_norm(tensor_desc const& x, bn_stats_mode mode, bn_params const& p)
-    : impl_(std::make_unique<impl>(x, mode, p)) {}
+template <class T> dist_batch_norm<T>::dist_batch_norm(tensor_desc const& x, bn_stats_mode mode,
+                                                       bn_params const& p, dist_options const& o)
+    : impl_(std::make_unique<impl>(x, mode, p, o)) {}
 template <class T> dist_batch_norm<T>::~dist_batch_norm() = default;
 template <class T> dist_batch_norm<T>::dist_batch_norm(dist_batch_norm&&) noexcept = default;
 template <class T>
@@ -82,7 +86,7 @@ template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor
     I.m = bn_inference_moments<T>(running_mean, running_var, c, I.p.eps);
   } else {
     bn_stats s;
-    if (mine) s = bn_partial_stats<T>(owned_ref<T const>(x));
+    if (mine) s = I.k.bn_partial_stats(owned_ref<T const>(x));
     if (I.mode == bn_stats_mode::global) {
       // (count, mean, M2) of every rank, merged in rank order: the same rounding everywhere,
       // and no cancellation (a plain sum of squares would cancel when |mean| >> std).
@@ -116,7 +120,7 @@ template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor
     else
       I.m = bn_moments{};
   }
-  if (mine) bn_apply<T>(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
+  if (mine) I.k.bn_apply(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
   t.total = MPI_Wtime() - t0;
   t.compute = t.total - t.reduce;
 }
@@ -136,7 +140,7 @@ template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tenso
   bn_grad_sums local;
   local.sum_dy.assign(static_cast<std::size_t>(c), 0.0);
   local.sum_dy_xhat.assign(static_cast<std::size_t>(c), 0.0);
-  if (mine) local = bn_backward_partial<T>(owned_ref<T const>(x), owned_ref<T const>(dy), I.m);
+  if (mine) local = I.k.bn_backward_partial(owned_ref<T const>(x), owned_ref<T const>(dy), I.m);
   // Sums of dy and dy * xhat are plain sums: one MPI_SUM of [count, sum_dy, sum_dy_xhat].
   I.buf.assign(static_cast<std::size_t>(1 + 2 * c), 0.0);
   I.buf[0] = static_cast<double>(local.count);
@@ -154,8 +158,8 @@ template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tenso
   total.sum_dy_xhat.assign(I.buf.begin() + 1 + c, I.buf.end());
   if (mine) {
     bn_grad_sums const& for_dx = I.mode == bn_stats_mode::global ? total : local;
-    bn_backward_apply<T>(owned_ref<T const>(x), owned_ref<T const>(dy), I.m, gamma, for_dx,
-                         I.p.training, owned_ref<T>(dx));
+    I.k.bn_backward_apply(owned_ref<T const>(x), owned_ref<T const>(dy), I.m, gamma, for_dx,
+                          I.p.training, owned_ref<T>(dx));
   }
   bn_param_grads<T>(total, dgamma, dbeta);
   t.total = MPI_Wtime() - t0;

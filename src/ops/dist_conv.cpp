@@ -1,8 +1,8 @@
 #include "ops/dist_window.hpp"
 
 #include <halox/error.hpp>
-#include <halox/ops/conv.hpp>
 #include <halox/ops/dist_conv.hpp>
+#include <halox/ops/provider.hpp>
 
 #include <mpi.h>
 
@@ -12,6 +12,7 @@ template <class T> struct dist_conv<T>::impl {
   detail::window_layer layer;
   std::vector<index_t> w_shape;
   conv_params p;
+  local_kernels<T> k;   // the provider that computes every box
   communicator reduce;  // private duplicate: our all-reductions never meet the caller's
   std::vector<T> ws;    // gathered dy
   std::vector<T> grads; // partial dw then db, all-reduced in one call
@@ -22,7 +23,8 @@ template <class T> struct dist_conv<T>::impl {
   impl(tensor_desc const& x, std::vector<index_t> w, conv_params const& p_, dist_options const& o)
       : layer("dist_conv", x, windows(x, w, p_), w.empty() ? 0 : w[0], false,
               boundary_fill::constant, o),
-        w_shape(std::move(w)), p(p_), reduce(detail::dup_comm(x.grid().comm())) {}
+        w_shape(std::move(w)), p(p_), k(o.provider, o.threads),
+        reduce(detail::dup_comm(x.grid().comm())) {}
 
   static std::vector<detail::win1> windows(tensor_desc const& x, std::vector<index_t> const& w,
                                            conv_params const& p) {
@@ -68,7 +70,11 @@ template <class T> dist_timings const& dist_conv<T>::timings() const noexcept { 
 template <class T> std::size_t dist_conv<T>::bytes_sent() const noexcept {
   return impl_->layer.halo->bytes_sent() + impl_->layer.gather->bytes_sent();
 }
-template <class T> std::string dist_conv<T>::describe() const { return impl_->layer.describe(); }
+template <class T> std::string dist_conv<T>::describe() const {
+  return impl_->layer.describe() + "  compute provider " + to_string(impl_->k.provider()) +
+         (impl_->k.threads() > 0 ? ", " + std::to_string(impl_->k.threads()) + " threads" : "") +
+         "\n" + impl_->k.describe();
+}
 
 namespace {
 void check_weights(std::vector<index_t> const& expected, std::vector<index_t> const& got,
@@ -93,7 +99,10 @@ template <class T> void dist_conv<T>::forward(tensor_view const& x, const_tensor
   detail::run_overlapped(
       L.opt, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
       L.fwd_interior, L.fwd_boundary, L.out_own,
-      [&](box const& b, bool) { conv_forward_box<T>(xb, L.in_ext, w, bias, yb, b, impl_->p); }, t);
+      [&](box const& b, bool) {
+        impl_->k.conv_forward_box(xb, L.in_ext, w, bias, yb, b, impl_->p);
+      },
+      t);
   t.total = MPI_Wtime() - t0;
 }
 
@@ -129,9 +138,9 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     I.grads.assign(static_cast<std::size_t>(nw + nb), T(0));
     if (!L.out_own.empty()) {
       if (want_dw)
-        conv_backward_weights_box<T>(haloed_block<T const>(x), L.in_ext, dy_own,
-                                     tensor_ref<T>(I.grads.data(), I.w_shape), L.out_own, I.p);
-      if (want_db) conv_backward_bias_box<T>(dy_own, L.out_own, I.grads.data() + nw);
+        I.k.conv_backward_weights_box(haloed_block<T const>(x), L.in_ext, dy_own,
+                                      tensor_ref<T>(I.grads.data(), I.w_shape), L.out_own, I.p);
+      if (want_db) I.k.conv_backward_bias_box(dy_own, L.out_own, I.grads.data() + nw);
     }
     double const s = MPI_Wtime();
     t.compute += s - c;
@@ -140,7 +149,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     t.reduce += MPI_Wtime() - s;
   };
   auto dx_box = [&](box const& b, bool gathered) {
-    conv_backward_data_box<T>(gathered ? dy_ws : dy_own, L.in_ext, w, dxb, b, I.p);
+    I.k.conv_backward_data_box(gathered ? dy_ws : dy_own, L.in_ext, w, dxb, b, I.p);
   };
 
   double c = MPI_Wtime();

@@ -2,7 +2,7 @@
 
 #include <halox/error.hpp>
 #include <halox/ops/dist_pool.hpp>
-#include <halox/ops/pool.hpp>
+#include <halox/ops/provider.hpp>
 
 #include <mpi.h>
 
@@ -11,7 +11,8 @@ namespace halox::ops {
 template <class T> struct dist_pool<T>::impl {
   detail::window_layer layer;
   pool_params p;
-  std::vector<T> ws; // gathered dy
+  local_kernels<T> k; // the provider that computes every box
+  std::vector<T> ws;  // gathered dy
   dist_timings t;
 
   // Padding never takes part in a max (and average pooling counts it without reading it), so
@@ -19,7 +20,7 @@ template <class T> struct dist_pool<T>::impl {
   impl(tensor_desc const& x, pool_params const& p_, dist_options const& o)
       : layer("dist_pool", x, windows(x, p_), x.shape().size() > 1 ? x.shape()[1] : 0,
               p_.kind == pool_kind::max, boundary_fill::untouched, o),
-        p(p_) {}
+        p(p_), k(o.provider, o.threads) {}
 
   static std::vector<detail::win1> windows(tensor_desc const& x, pool_params const& p) {
     HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,
@@ -56,7 +57,10 @@ template <class T> dist_timings const& dist_pool<T>::timings() const noexcept { 
 template <class T> std::size_t dist_pool<T>::bytes_sent() const noexcept {
   return impl_->layer.halo->bytes_sent() + impl_->layer.gather->bytes_sent();
 }
-template <class T> std::string dist_pool<T>::describe() const { return impl_->layer.describe(); }
+template <class T> std::string dist_pool<T>::describe() const {
+  return impl_->layer.describe() + "  compute provider " + to_string(impl_->k.provider()) + "\n" +
+         impl_->k.describe();
+}
 
 template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view const& y) {
   auto& L = impl_->layer;
@@ -70,7 +74,7 @@ template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view 
   detail::run_overlapped(
       L.opt, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
       L.fwd_interior, L.fwd_boundary, L.out_own,
-      [&](box const& b, bool) { pool_forward_box<T>(xb, L.in_ext, yb, b, impl_->p); }, t);
+      [&](box const& b, bool) { impl_->k.pool_forward_box(xb, L.in_ext, yb, b, impl_->p); }, t);
   t.total = MPI_Wtime() - t0;
 }
 
@@ -94,7 +98,7 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
       L.opt, L.in->grid().comm(), [&] { L.gather->start(dy, I.ws.data()); },
       [&] { L.gather->wait(); }, L.bwd_interior, L.bwd_boundary, L.in_own,
       [&](box const& b, bool gathered) {
-        pool_backward_box<T>(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);
+        I.k.pool_backward_box(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);
       },
       t);
   t.total = MPI_Wtime() - t0;

@@ -2,11 +2,14 @@
 
 #include <halox/error.hpp>
 #include <halox/ops/dist_relu.hpp>
-#include <halox/ops/relu.hpp>
 
 namespace halox::ops {
 
-template <class T> dist_relu<T>::dist_relu(tensor_desc const& x) : desc_(x) {
+template <class T> dist_relu<T>::dist_relu(tensor_desc const& x, dist_options const& o)
+    : desc_(x), kernels_([&] {
+        detail::check_host_provider("dist_relu", o);
+        return std::make_shared<local_kernels<T>>(o.provider, o.threads);
+      }()) {
   HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,
                 std::string("dist_relu<") + to_string(dtype_of<T>()) + ">: the input has dtype " +
                     to_string(x.type()) + "; instantiate it with the matching type");
@@ -16,7 +19,7 @@ template <class T> void dist_relu<T>::forward(tensor_view const& x, tensor_view 
   detail::check_partition(x, desc_, "dist_relu::forward: x");
   detail::check_partition(y, desc_, "dist_relu::forward: y");
   if (desc_.empty()) return;
-  relu_forward<T>(owned_ref<T const>(x), owned_ref<T>(y));
+  kernels_->relu_forward(owned_ref<T const>(x), owned_ref<T>(y));
 }
 
 template <class T> void dist_relu<T>::backward(tensor_view const& x, tensor_view const& dy,
@@ -25,7 +28,7 @@ template <class T> void dist_relu<T>::backward(tensor_view const& x, tensor_view
   detail::check_partition(dy, desc_, "dist_relu::backward: dy");
   detail::check_partition(dx, desc_, "dist_relu::backward: dx");
   if (desc_.empty()) return;
-  relu_backward<T>(owned_ref<T const>(x), owned_ref<T const>(dy), owned_ref<T>(dx));
+  kernels_->relu_backward(owned_ref<T const>(x), owned_ref<T const>(dy), owned_ref<T>(dx));
 }
 
 template class dist_relu<float>;

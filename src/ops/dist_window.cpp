@@ -56,10 +56,21 @@ std::uint64_t params_hash(std::vector<win1> const& win, index_t cout, bool xb, b
   mix(static_cast<std::uint64_t>(f));
   mix(o.overlap ? 1 : 0);
   mix(static_cast<std::uint64_t>(o.method));
+  mix(static_cast<std::uint64_t>(o.provider));
   return h;
 }
 
 } // namespace
+
+void check_host_provider(std::string const& what, dist_options const& o) {
+  HALOX_REQUIRE(o.provider != compute_provider::cudnn, bad,
+                what + ": provider cudnn computes on device buffers, but the distributed "
+                       "operators keep host workspaces; use provider automatic, reference or "
+                       "onednn, or local_kernels<T>(compute_provider::cudnn) for device buffers");
+  HALOX_REQUIRE(o.threads >= 0, bad,
+                what + ": dist_options::threads = " + std::to_string(o.threads) +
+                    " is negative; pass 0 (OpenMP default) or a positive count");
+}
 
 window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<win1> w,
                            index_t out_channels, bool x_for_backward, boundary_fill fill,
@@ -68,7 +79,11 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   // Every rank validates the same replicated description; the check makes a rank that was
   // given different parameters fail everywhere instead of hanging in the first exchange.
   check_collectively(
-      x.grid().comm(), name, [&] { validate(name, x); },
+      x.grid().comm(), name,
+      [&] {
+        validate(name, x);
+        check_host_provider(name, opt);
+      },
       [&] { return params_hash(win, out_channels, x_for_backward, fill, opt); });
   distribution const& xd = x.dist();
   int const nd = xd.ndim(), nsp = nd - 2;

@@ -51,6 +51,10 @@ struct window_layer {
   [[nodiscard]] std::string describe() const;
 };
 
+/// Throws unless `o` names a provider that computes on host memory (the operators' workspaces are
+/// host memory) and a non-negative thread count.
+void check_host_provider(std::string const& what, dist_options const& o);
+
 /// Throws `halox::error` unless `v` is a buffer of a tensor with the same global shape, dtype
 /// and blocks as `expected` (halo widths and strides may differ) and large enough.
 void check_partition(tensor_view const& v, tensor_desc const& expected, std::string const& what);

@@ -163,9 +163,13 @@ std::vector<dim_options> random_sizes(rng& r, shape_t const& shape, std::vector<
   return o;
 }
 
-ops::dist_options with_overlap(bool on) {
+// The reference provider unless asked otherwise: its boxes are bitwise equal to the serial
+// kernels, which is what most tests below check.
+ops::dist_options with_overlap(bool on,
+                               ops::compute_provider p = ops::compute_provider::reference) {
   ops::dist_options o;
   o.overlap = on;
+  o.provider = p;
   return o;
 }
 
@@ -189,13 +193,21 @@ struct window_case {
   std::vector<dim_options> sizes;
   bool overlap = true;
   std::string name;
+  ops::compute_provider provider = ops::compute_provider::reference;
 };
+
+// Tolerance of forward and dx: bitwise for the reference provider, float rounding in another
+// summation order for the others (docs/providers.md).
+double provider_tol(ops::compute_provider p) {
+  return p == ops::compute_provider::reference ? 0 : 2e-5;
+}
 
 std::string describe(window_case const& c) {
   std::ostringstream os;
   os << c.name << " x" << idx_str(c.x) << " k" << idx_str(c.k) << " s" << idx_str(c.s) << " pad"
      << idx_str(c.pl) << idx_str(c.ph) << " dil" << idx_str(c.dil) << " grid"
-     << idx_str(shape_t(c.dims.begin(), c.dims.end())) << (c.overlap ? " overlap" : "");
+     << idx_str(shape_t(c.dims.begin(), c.dims.end())) << (c.overlap ? " overlap" : "")
+     << " provider " << ops::to_string(c.provider);
   return os.str();
 }
 
@@ -208,7 +220,7 @@ template <class T> void check_conv(window_case const& c) {
   shape_t ws{c.cout, c.x[1]};
   for (int i = 0; i < nsp; ++i) ws.push_back(c.k.size() == 1 ? c.k[0] : c.k[i]);
   ops::conv_params const p{c.s, c.pl, c.ph, c.dil};
-  ops::dist_conv<T> layer(xd, ws, p, with_overlap(c.overlap));
+  ops::dist_conv<T> layer(xd, ws, p, with_overlap(c.overlap, c.provider));
   shape_t const ys = ops::conv_output_shape(c.x, ws, p);
   ASSERT_EQ(layer.output_desc().shape(), ys);
 
@@ -224,16 +236,18 @@ template <class T> void check_conv(window_case const& c) {
   std::vector<T> yl(static_cast<std::size_t>(layer.output_desc().local_elements()));
   layer.forward(tensor_view(layer.input_desc(), xl), {w.data(), ws}, b.data(),
                 tensor_view(layer.output_desc(), yl));
-  expect_owned(layer.output_desc(), yl, y_ref, 0, "y");
+  expect_owned(layer.output_desc(), yl, y_ref, provider_tol(c.provider), "y");
 
   auto dyl = scatter(layer.output_desc(), dy);
   std::vector<T> dxl(static_cast<std::size_t>(xd.local_elements())), dw(w.size()), db(b.size());
   layer.backward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), dyl),
                  {w.data(), ws}, tensor_view(xd, dxl), {dw.data(), ws}, db.data());
-  expect_owned(xd, dxl, dx_ref, 0, "dx");
+  expect_owned(xd, dxl, dx_ref, provider_tol(c.provider), "dx");
   expect_close(dw, dw_ref, sum_tol<T>(), "dw");
   expect_close(db, db_ref, sum_tol<T>(), "db");
   EXPECT_GE(layer.timings().total, layer.timings().compute) << nsp;
+  std::string const d = layer.describe();
+  EXPECT_NE(d.find("compute provider " + ops::to_string(c.provider)), std::string::npos) << d;
 }
 
 // Distributed pooling = serial, forward and backward, bitwise.
@@ -243,7 +257,7 @@ void check_pool(window_case const& c, ops::pool_kind kind, bool include_pad = tr
   process_grid grid(MPI_COMM_WORLD, c.dims);
   tensor_desc const xd(grid, c.x, halox::dtype_of<T>(), c.sizes);
   ops::pool_params const p{kind, c.k, c.s, c.pl, c.ph, c.dil, include_pad};
-  ops::dist_pool<T> layer(xd, p, with_overlap(c.overlap));
+  ops::dist_pool<T> layer(xd, p, with_overlap(c.overlap, c.provider));
   shape_t const ys = ops::pool_output_shape(c.x, p);
   // Integers: ties in max windows are frequent, so the first-maximum rule gets exercised.
   auto x = random_tensor<T>(c.x, 21, -4, 4);
@@ -256,12 +270,12 @@ void check_pool(window_case const& c, ops::pool_kind kind, bool include_pad = tr
   auto xl = scatter(layer.input_desc(), x);
   std::vector<T> yl(static_cast<std::size_t>(layer.output_desc().local_elements()));
   layer.forward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), yl));
-  expect_owned(layer.output_desc(), yl, y_ref, 0, "y");
+  expect_owned(layer.output_desc(), yl, y_ref, provider_tol(c.provider), "y");
   auto dyl = scatter(layer.output_desc(), dy);
   auto dxl = scatter(layer.input_desc(), std::vector<T>(x.size(), T(7)));
   layer.backward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), dyl),
                  tensor_view(layer.input_desc(), dxl));
-  expect_owned(layer.input_desc(), dxl, dx_ref, 0, "dx");
+  expect_owned(layer.input_desc(), dxl, dx_ref, provider_tol(c.provider), "dx");
 }
 
 // A random valid window configuration on a random grid of the world size.
@@ -323,6 +337,24 @@ TEST(DistOps, PoolMatchesSerialRandom) {
       check_pool<double>(c, kind, i % 4 != 1);
     else
       check_pool<float>(c, kind, i % 4 != 1);
+  }
+}
+
+// Every fast host provider inside the distributed operators, on the random cases above (1-D,
+// 2-D and 3-D, uneven and empty blocks, overlap on and off), against the serial reference.
+TEST(DistOps, ProvidersMatchSerialRandom) {
+  if (!ops::provider_built(ops::compute_provider::onednn))
+    GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  rng r(4242);
+  for (int i = 0; i < 8; ++i) {
+    auto c = random_case(r, true);
+    c.provider = ops::compute_provider::onednn;
+    check_conv<float>(c);
+  }
+  for (int i = 0; i < 8; ++i) {
+    auto c = random_case(r, false);
+    c.provider = ops::compute_provider::onednn;
+    check_pool<float>(c, i % 2 ? ops::pool_kind::max : ops::pool_kind::average, i % 4 != 1);
   }
 }
 
@@ -596,6 +628,37 @@ TEST(DistOps, ReluAndChainedLayers) {
   pool.forward(yv, tensor_view(pool.output_desc(), zl));
   expect_owned(pool.input_desc(), yl, y_ref, 0, "conv+relu");
   expect_owned(pool.output_desc(), zl, z_ref, 0, "conv+relu+pool");
+}
+
+// Providers the distributed operators cannot use fail on every rank at construction, naming the
+// fix: cudnn (device buffers; the operators keep host workspaces), onednn for double.
+TEST(DistOps, RejectsUnusableProviders) {
+  process_grid grid(MPI_COMM_WORLD, {1, 1, world_size()});
+  auto expect_throw = [](auto&& make, std::vector<std::string> const& parts) {
+    bool threw = false;
+    try {
+      make();
+    } catch (halox::error const& e) {
+      threw = true;
+      for (auto const& s : parts) EXPECT_NE(e.message().find(s), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(threw) << parts.front();
+  };
+  tensor_desc const xf(grid, {1, 2, 4 * world_size()}, halox::dtype::float32);
+  ops::dist_options o;
+  o.provider = ops::compute_provider::cudnn;
+  expect_throw(
+      [&] {
+        ops::dist_conv<float> l(xf, {2, 2, 3}, {{}, {1}, {1}, {}}, o);
+      },
+      {"cudnn", "host", "local_kernels"});
+  expect_throw([&] { ops::dist_relu<float> l(xf, o); }, {"cudnn", "host"});
+  if (ops::provider_built(ops::compute_provider::onednn)) {
+    tensor_desc const xd(grid, {1, 2, 4 * world_size()}, halox::dtype::float64);
+    o.provider = ops::compute_provider::onednn;
+    expect_throw([&] { ops::dist_pool<double> l(xd, max_pool({2}), o); },
+                 {"onednn", "float32 only", "reference"});
+  }
 }
 
 TEST(DistOps, RejectsSplitChannels) {

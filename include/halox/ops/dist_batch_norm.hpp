@@ -34,9 +34,11 @@ enum class bn_stats_mode {
 /// forward, and an inference forward in either mode.
 template <class T> class dist_batch_norm {
 public:
-  /// Collective over `x.grid()`. `p` gives eps, momentum and training (changeable later).
+  /// Collective over `x.grid()`. `p` gives eps, momentum and training (changeable later);
+  /// of `o` only `provider` and `threads` apply (the normalisation passes; the statistics are
+  /// always reduced as (count, mean, M2) by halox).
   dist_batch_norm(tensor_desc const& x, bn_stats_mode mode = bn_stats_mode::global,
-                  bn_params const& p = {});
+                  bn_params const& p = {}, dist_options const& o = {});
   ~dist_batch_norm();
   /// Moves the operator (the moved-from one must not be used).
   dist_batch_norm(dist_batch_norm&&) noexcept;

@@ -9,6 +9,7 @@
 
 #include <halox/backend.hpp>
 #include <halox/halo.hpp>
+#include <halox/ops/provider.hpp>
 #include <halox/ops/tensor_ref.hpp>
 #include <halox/tensor_view.hpp>
 
@@ -31,6 +32,12 @@ struct dist_options {
   backend method = backend::mpi_pack;
   /// Settings of the measurement when `method` is `automatic`.
   tune_options tune;
+  /// Which library computes the local kernels (docs/providers.md). `automatic`: the fastest
+  /// built in for the element type (oneDNN for float when built, else the reference kernels).
+  compute_provider provider = compute_provider::automatic;
+  /// OpenMP threads of each local kernel call on this rank; 0: the OpenMP default
+  /// (OMP_NUM_THREADS).
+  int threads = 0;
 };
 
 /// Where the time of the last call of an operator went, in seconds, on the calling rank.

@@ -3,6 +3,9 @@
 /// ReLU on the owned block of a distributed tensor.
 
 #include <halox/ops/dist_common.hpp>
+#include <halox/ops/provider.hpp>
+
+#include <memory>
 
 namespace halox::ops {
 
@@ -14,9 +17,9 @@ namespace halox::ops {
 /// convolution, which the ReLU then fills in place before that layer's exchange).
 template <class T> class dist_relu {
 public:
-  /// `x` gives the blocks (shape, dtype, grid and part sizes) that buffers must have. Not
-  /// collective.
-  explicit dist_relu(tensor_desc const& x);
+  /// `x` gives the blocks (shape, dtype, grid and part sizes) that buffers must have. Of `o`
+  /// only `provider` and `threads` apply. Not collective.
+  explicit dist_relu(tensor_desc const& x, dist_options const& o = {});
 
   /// y = max(x, 0) on the owned block; `y` may be `x`.
   void forward(tensor_view const& x, tensor_view const& y) const;
@@ -26,6 +29,7 @@ public:
 
 private:
   tensor_desc desc_;
+  std::shared_ptr<local_kernels<T>> kernels_; // shared by copies; calls are not thread-safe
 };
 
 } // namespace halox::ops

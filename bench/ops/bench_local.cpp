@@ -1,0 +1,164 @@
+// halox-bench-local: the local kernels of one compute provider on ResNet-style layer shapes,
+// forward and backward (data, weights, bias), one rank, OMP_NUM_THREADS threads (or --threads).
+//
+// For each shape it runs `warmup` untimed rounds (the first one also lets a fast provider
+// choose its implementation) and `iters` timed rounds, and prints the median of each pass in
+// ms, one line per shape:
+//
+//   shape <name> fwd <ms> bwd_data <ms> bwd_weights <ms> total <ms>
+//
+// `total` is forward + backward-data + backward-weights + bias, the work of one training step of
+// the layer. bench/ops/compare_torch.py runs the same shapes in PyTorch and prints the ratio.
+// Public API only (halox::ops::local_kernels).
+#include <halox/ops/ops.hpp>
+#include <halox/ops/provider.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace ops = halox::ops;
+using halox::index_t;
+
+struct layer {
+  char const* name;
+  std::vector<index_t> x, w;
+  index_t stride, pad;
+};
+
+// ResNet-style layers (2-D: ResNet-18/50 stages at batch 4; 3-D: a 3-D ResNet at batch 2).
+std::vector<layer> layers(std::string const& which) {
+  std::vector<layer> all = {
+      {"2d_stem_7x7s2_3-64_224", {4, 3, 224, 224}, {64, 3, 7, 7}, 2, 3},
+      {"2d_3x3_64-64_56", {4, 64, 56, 56}, {64, 64, 3, 3}, 1, 1},
+      {"2d_3x3s2_64-128_56", {4, 64, 56, 56}, {128, 64, 3, 3}, 2, 1},
+      {"2d_3x3_128-128_28", {4, 128, 28, 28}, {128, 128, 3, 3}, 1, 1},
+      {"2d_3x3_256-256_14", {4, 256, 14, 14}, {256, 256, 3, 3}, 1, 1},
+      {"2d_3x3_512-512_7", {4, 512, 7, 7}, {512, 512, 3, 3}, 1, 1},
+      {"2d_1x1_64-256_56", {4, 64, 56, 56}, {256, 64, 1, 1}, 1, 0},
+      {"3d_3x3x3_32-32_32", {2, 32, 32, 32, 32}, {32, 32, 3, 3, 3}, 1, 1},
+      {"3d_3x3x3_64-64_16x28x28", {2, 64, 16, 28, 28}, {64, 64, 3, 3, 3}, 1, 1},
+      {"3d_3x3x3s2_64-128_16x28x28", {2, 64, 16, 28, 28}, {128, 64, 3, 3, 3}, 2, 1},
+      {"3d_3x3x3_128-128_8x14x14", {2, 128, 8, 14, 14}, {128, 128, 3, 3, 3}, 1, 1},
+      {"3d_1x1x1_64-256_8x28x28", {2, 64, 8, 28, 28}, {256, 64, 1, 1, 1}, 1, 0},
+  };
+  std::vector<layer> r;
+  for (auto const& l : all)
+    if (which == "all" || std::string(l.name).rfind(which, 0) == 0) r.push_back(l);
+  return r;
+}
+
+std::vector<float> random_vec(index_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+template <class F> double ms(F&& f) {
+  auto const t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int usage(int rc) {
+  std::printf("halox-bench-local [--provider automatic|reference|onednn] [--threads N]\n"
+              "                  [--shapes all|2d|3d|<name prefix>] [--iters N] [--warmup N]\n"
+              "                  [--describe]\n");
+  return rc;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::string provider = "onednn", which = "all";
+  int iters = 3, warmup = 1, threads = 0;
+  bool describe = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string const k = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (k == "--provider")
+      provider = next();
+    else if (k == "--shapes")
+      which = next();
+    else if (k == "--iters")
+      iters = std::atoi(next().c_str());
+    else if (k == "--warmup")
+      warmup = std::atoi(next().c_str());
+    else if (k == "--threads")
+      threads = std::atoi(next().c_str());
+    else if (k == "--describe")
+      describe = true;
+    else
+      return usage(k == "--help" ? 0 : 2);
+  }
+  try {
+    ops::local_kernels<float> k(ops::provider_from_string(provider), threads);
+    std::printf("# halox-bench-local: provider %s, threads %d (0: OMP_NUM_THREADS=%s), %d iters\n",
+                ops::to_string(k.provider()).c_str(), threads,
+                std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset", iters);
+    for (auto const& l : layers(which)) {
+      int const nsp = static_cast<int>(l.x.size()) - 2;
+      ops::conv_params const p{{l.stride}, {l.pad}, {l.pad}, {}};
+      auto const ys = ops::conv_output_shape(l.x, l.w, p);
+      std::vector<index_t> const in_ext(l.x.begin() + 2, l.x.end());
+      auto const x = random_vec(ops::element_count(l.x), 1),
+                 w = random_vec(ops::element_count(l.w), 2);
+      auto const b = random_vec(l.w[0], 3), dy = random_vec(ops::element_count(ys), 4);
+      std::vector<float> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+      ops::const_block_ref<float> const xb(ops::const_tensor_ref<float>(x.data(), l.x));
+      ops::const_block_ref<float> const dyb(ops::const_tensor_ref<float>(dy.data(), ys));
+      ops::const_tensor_ref<float> const wr(w.data(), l.w);
+      halox::box ob, ib;
+      ob.nd = ib.nd = nsp;
+      for (int i = 0; i < nsp; ++i) {
+        ob.hi[i] = ys[2 + i];
+        ib.hi[i] = l.x[2 + i];
+      }
+      std::vector<double> tf, td, tw, tt;
+      for (int it = 0; it < warmup + iters; ++it) {
+        double const f = ms([&] {
+          k.conv_forward_box(xb, in_ext, wr, b.data(),
+                             ops::block_ref<float>(ops::tensor_ref<float>(y.data(), ys)), ob, p);
+        });
+        double const d = ms([&] {
+          k.conv_backward_data_box(dyb, in_ext, wr,
+                                   ops::block_ref<float>(ops::tensor_ref<float>(dx.data(), l.x)),
+                                   ib, p);
+        });
+        double const wg = ms([&] {
+          std::fill(dw.begin(), dw.end(), 0.f);
+          std::fill(db.begin(), db.end(), 0.f);
+          k.conv_backward_weights_box(xb, in_ext, dyb, ops::tensor_ref<float>(dw.data(), l.w), ob,
+                                      p);
+          k.conv_backward_bias_box(dyb, ob, db.data());
+        });
+        if (it < warmup) continue;
+        tf.push_back(f);
+        td.push_back(d);
+        tw.push_back(wg);
+        tt.push_back(f + d + wg);
+      }
+      std::printf("shape %s fwd %.3f bwd_data %.3f bwd_weights %.3f total %.3f\n", l.name,
+                  median(tf), median(td), median(tw), median(tt));
+      std::fflush(stdout);
+    }
+    if (describe) std::printf("%s", k.describe().c_str());
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "halox-bench-local: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

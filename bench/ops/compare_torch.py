@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""halox's local convolution kernels against PyTorch's, on the same ResNet-style shapes.
+
+Runs halox-bench-local (one process per provider) and times the same layers in PyTorch
+(torch.nn.functional.conv2d / conv3d, forward then backward through autograd: dx, dw and db),
+with the same number of threads. Prints a markdown table of fwd + bwd times in ms and, as its
+last line, the geometric mean over the shapes of halox/torch time for the first provider:
+
+    geomean halox/torch time: X
+
+Usage:
+    OMP_NUM_THREADS=1 python3 bench/ops/compare_torch.py --exe build/bench/ops/halox-bench-local \
+        --threads 1 [--providers onednn,reference] [--shapes all|2d|3d] [--iters 3]
+"""
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def parse_name(name):
+    # e.g. 2d_3x3s2_64-128_56 -> dims 2, kernel 3, stride 2, cin 64, cout 128, extent "56"
+    parts = name.split("_")
+    nsp = int(parts[0][0])
+    win = parts[-3]
+    stride = 1
+    if "s" in win:
+        win, s = win.split("s")
+        stride = int(s)
+    k = int(win.split("x")[0])
+    cin, cout = (int(v) for v in parts[-2].split("-"))
+    ext = [int(v) for v in parts[-1].split("x")]
+    if len(ext) == 1:
+        ext = ext * nsp
+    return nsp, k, stride, cin, cout, ext
+
+
+def torch_times(name, batch, iters, warmup):
+    import torch
+    import torch.nn.functional as F
+
+    nsp, k, stride, cin, cout, ext = parse_name(name)
+    pad = k // 2
+    conv = F.conv2d if nsp == 2 else F.conv3d
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand([batch, cin] + ext, generator=g) * 2 - 1).requires_grad_(True)
+    w = (torch.rand([cout, cin] + [k] * nsp, generator=g) * 2 - 1).requires_grad_(True)
+    b = (torch.rand([cout], generator=g) * 2 - 1).requires_grad_(True)
+    with torch.no_grad():
+        y = conv(x, w, b, stride, pad)
+    dy = torch.rand(y.shape, generator=g) * 2 - 1
+    fwd, tot = [], []
+    for it in range(warmup + iters):
+        x.grad = w.grad = b.grad = None
+        t0 = time.perf_counter()
+        y = conv(x, w, b, stride, pad)
+        t1 = time.perf_counter()
+        y.backward(dy)
+        t2 = time.perf_counter()
+        if it >= warmup:
+            fwd.append((t1 - t0) * 1e3)
+            tot.append((t2 - t0) * 1e3)
+    return statistics.median(fwd), statistics.median(tot)
+
+
+def halox_times(exe, provider, shapes, iters, warmup, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([exe, "--provider", provider, "--shapes", shapes, "--iters", str(iters),
+                          "--warmup", str(warmup)], env=env, check=True, capture_output=True,
+                         text=True).stdout
+    r = {}
+    for line in out.splitlines():
+        f = line.split()
+        if f and f[0] == "shape":
+            vals = dict(zip(f[2::2], (float(v) for v in f[3::2])))
+            r[f[1]] = vals
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--exe", required=True, help="path of halox-bench-local")
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
+    ap.add_argument("--providers", default="onednn", help="comma-separated; the first is summarised")
+    ap.add_argument("--shapes", default="all")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    a = ap.parse_args()
+
+    import torch
+    torch.set_num_threads(a.threads)
+    provs = a.providers.split(",")
+    # The shape list comes from the tool; each shape is then timed in halox and in torch right
+    # after each other, so that both see the same load on a shared machine.
+    names = list(halox_times(a.exe, provs[0], a.shapes, 0, 0, a.threads).keys())
+    print(f"threads {a.threads}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"median of {a.iters} after {a.warmup} warm-up; times in ms, fwd+bwd = forward + "
+          "dx + dw + db")
+    print()
+    head = "| shape | torch fwd | torch fwd+bwd |"
+    sep = "|---|---|---|"
+    for p in provs:
+        head += f" halox {p} fwd | halox {p} fwd+bwd | {p}/torch |"
+        sep += "---|---|---|"
+    print(head)
+    print(sep)
+    ratios = {p: [] for p in provs}
+    for n in names:
+        batch = 4 if n.startswith("2d") else 2
+        hal = {p: halox_times(a.exe, p, n, a.iters, a.warmup, a.threads)[n] for p in provs}
+        tf, tt = torch_times(n, batch, a.iters, a.warmup)
+        row = f"| {n} | {tf:.2f} | {tt:.2f} |"
+        for p in provs:
+            h = hal[p]
+            ratios[p].append(h["total"] / tt)
+            row += f" {h['fwd']:.2f} | {h['total']:.2f} | {h['total'] / tt:.2f} |"
+        print(row, flush=True)
+    print()
+    for p in provs[1:]:
+        print(f"geomean halox {p}/torch time: "
+              f"{math.exp(sum(map(math.log, ratios[p])) / len(ratios[p])):.3f}")
+    p = provs[0]
+    print(f"geomean halox/torch time: {math.exp(sum(map(math.log, ratios[p])) / len(ratios[p])):.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+#pragma once
+/// \file provider.hpp
+/// Compute providers: which library runs the local kernels of the operators.
+///
+/// The distributed operators split their local work into boxes (interior while the halo
+/// exchange runs, boundary afterwards); a provider computes those boxes. `reference` is the
+/// portable implementation in `src/ops/` and the oracle of the tests; `onednn` runs the
+/// convolutions and pooling through oneDNN primitives on host memory (float only); `cudnn` runs
+/// them through cuDNN on device memory (CUDA builds). See docs/providers.md.
+
+#include <halox/dtype.hpp>
+#include <halox/ops/batch_norm.hpp>
+#include <halox/ops/tensor_ref.hpp>
+#include <halox/ops/window.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace halox::ops {
+
+/// The library that computes the local kernels.
+enum class compute_provider {
+  automatic, ///< the fastest provider built in for the element type and host memory
+  reference, ///< halox's own kernels (float, double; host memory): the oracle
+  onednn,    ///< oneDNN primitives (float; host memory); needs HALOX_ENABLE_ONEDNN
+  cudnn      ///< cuDNN (float, double; device memory); needs HALOX_ENABLE_CUDNN and a GPU
+};
+
+/// "automatic", "reference", "onednn" or "cudnn".
+[[nodiscard]] std::string to_string(compute_provider p);
+/// Parses the names of `to_string`; throws `halox::error` naming the valid ones otherwise.
+[[nodiscard]] compute_provider provider_from_string(std::string const& name);
+/// Whether this build contains the provider (`automatic` and `reference` always are). Being
+/// built does not mean usable: `cudnn` also needs a GPU at run time.
+[[nodiscard]] bool provider_built(compute_provider p) noexcept;
+/// The provider `requested` stands for with element type `t` on host memory: `automatic`
+/// becomes `onednn` for float32 when built, else `reference`. Throws `halox::error` when an
+/// explicit provider is not built or does not support `t` (oneDNN has no float64 convolution).
+[[nodiscard]] compute_provider resolve_provider(compute_provider requested, dtype t);
+
+namespace detail {
+template <class T> class compute_kernels;
+} // namespace detail
+
+/// The local kernels of one provider, with the `*_box` signatures of the reference functions
+/// (conv.hpp, pool.hpp, relu.hpp, batch_norm.hpp): each call computes one box of a result
+/// from buffers placed in global coordinates, so an operator can split its work into interior
+/// and boundary boxes whatever the provider. For `cudnn` every pointer is device memory.
+///
+/// Fast providers choose an implementation per problem shape the first time they see it (for
+/// oneDNN: a blocked internal layout with reorders, plain NCHW, or channels-last; for cuDNN: the
+/// algorithm `cudnnFind*AlgorithmEx` measures fastest), remember the choice for the process,
+/// and report it with `describe()`. Not thread-safe: one object per thread.
+template <class T> class local_kernels {
+public:
+  /// Resolves `p` (see `resolve_provider`); `threads` > 0 sets the OpenMP threads of every
+  /// call (0: the OpenMP default, i.e. OMP_NUM_THREADS).
+  explicit local_kernels(compute_provider p = compute_provider::automatic, int threads = 0);
+  ~local_kernels();
+  /// Moves the kernels.
+  local_kernels(local_kernels&&) noexcept;
+  /// Move-assigns.
+  local_kernels& operator=(local_kernels&&) noexcept;
+
+  /// The provider in use (never `automatic`).
+  [[nodiscard]] compute_provider provider() const noexcept;
+  /// Threads per call (0: OpenMP default).
+  [[nodiscard]] int threads() const noexcept;
+
+  /// As `conv_forward_box`.
+  void conv_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                        const_tensor_ref<T> w, T const* bias, block_ref<T> y, box const& out_box,
+                        conv_params const& p);
+  /// As `conv_backward_data_box`.
+  void conv_backward_data_box(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
+                              const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
+                              conv_params const& p);
+  /// As `conv_backward_weights_box` (accumulates into dw).
+  void conv_backward_weights_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                                 const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
+                                 conv_params const& p);
+  /// As `conv_backward_bias_box` (accumulates into db).
+  void conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db);
+  /// As `pool_forward_box`.
+  void pool_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent, block_ref<T> y,
+                        box const& out_box, pool_params const& p);
+  /// As `pool_backward_box`.
+  void pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
+                         std::vector<index_t> const& in_extent, block_ref<T> dx, box const& in_box,
+                         pool_params const& p);
+  /// As `relu_forward`.
+  void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y);
+  /// As `relu_backward`.
+  void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx);
+  /// As `bn_partial_stats`.
+  [[nodiscard]] bn_stats bn_partial_stats(const_tensor_ref<T> x);
+  /// As `bn_backward_partial`.
+  [[nodiscard]] bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                                 bn_moments const& m);
+  /// As `bn_apply`.
+  void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
+                tensor_ref<T> y);
+  /// As `bn_backward_apply`.
+  void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
+                         T const* gamma, bn_grad_sums const& total, bool training,
+                         tensor_ref<T> dx);
+
+  /// One line per problem shape seen: the implementation chosen and the measured cost of each
+  /// candidate.
+  [[nodiscard]] std::string describe() const;
+
+private:
+  std::unique_ptr<detail::compute_kernels<T>> impl_;
+  int threads_ = 0;
+};
+
+} // namespace halox::ops

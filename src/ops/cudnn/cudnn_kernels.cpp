@@ -1,0 +1,752 @@
+// The cuDNN provider (float and double, device memory). Convolutions run through the legacy
+// cuDNN convolution API, whose algorithms `cudnnFind*AlgorithmEx` measures on the caller's
+// buffers the first time a problem shape is seen (with the workspace each needs); the winner is
+// remembered for the process (and HALOX_OPS_PLAN_CACHE). Boxes map to ordinary convolutions on
+// strided sub-views as in the oneDNN provider; cuDNN's padding is symmetric, so a box whose
+// padding is not is computed through a zero-padded scratch copy.
+//
+// The legacy convolution API is deprecated in cuDNN 9 but still shipped and still the one with
+// Find*AlgorithmEx; the deprecation warnings are silenced for this file only.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#include "ops/choice_cache.hpp"
+#include "ops/conv_common.hpp"
+#include "ops/geometry.hpp"
+#include "ops/provider.hpp"
+
+#include <halox/error.hpp>
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <map>
+#include <sstream>
+#include <type_traits>
+
+namespace halox::ops::detail {
+namespace {
+
+constexpr auto bad = errc::invalid_argument;
+
+void check(cudnnStatus_t s, char const* call, char const* file, int line) {
+  if (s != CUDNN_STATUS_SUCCESS)
+    ::halox::detail::throw_error(errc::internal,
+                                 std::string("cuDNN: ") + cudnnGetErrorString(s) +
+                                     "; use provider reference with host buffers for this layer",
+                                 call, file, line);
+}
+void check(cudaError_t s, char const* call, char const* file, int line) {
+  if (s != cudaSuccess)
+    ::halox::detail::throw_error(errc::internal, std::string("CUDA: ") + cudaGetErrorString(s),
+                                 call, file, line);
+}
+#define HALOX_CUDNN(call) check((call), #call, __FILE__, __LINE__)
+
+template <class T> cudnnDataType_t data_type() {
+  return std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+}
+
+// RAII descriptors.
+struct tensor_desc_h {
+  cudnnTensorDescriptor_t d = nullptr;
+  tensor_desc_h() { HALOX_CUDNN(cudnnCreateTensorDescriptor(&d)); }
+  ~tensor_desc_h() { cudnnDestroyTensorDescriptor(d); }
+  tensor_desc_h(tensor_desc_h const&) = delete;
+  tensor_desc_h& operator=(tensor_desc_h const&) = delete;
+};
+struct filter_desc_h {
+  cudnnFilterDescriptor_t d = nullptr;
+  filter_desc_h() { HALOX_CUDNN(cudnnCreateFilterDescriptor(&d)); }
+  ~filter_desc_h() { cudnnDestroyFilterDescriptor(d); }
+  filter_desc_h(filter_desc_h const&) = delete;
+  filter_desc_h& operator=(filter_desc_h const&) = delete;
+};
+struct conv_desc_h {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  conv_desc_h() { HALOX_CUDNN(cudnnCreateConvolutionDescriptor(&d)); }
+  ~conv_desc_h() { cudnnDestroyConvolutionDescriptor(d); }
+  conv_desc_h(conv_desc_h const&) = delete;
+  conv_desc_h& operator=(conv_desc_h const&) = delete;
+};
+struct pool_desc_h {
+  cudnnPoolingDescriptor_t d = nullptr;
+  pool_desc_h() { HALOX_CUDNN(cudnnCreatePoolingDescriptor(&d)); }
+  ~pool_desc_h() { cudnnDestroyPoolingDescriptor(d); }
+  pool_desc_h(pool_desc_h const&) = delete;
+  pool_desc_h& operator=(pool_desc_h const&) = delete;
+};
+
+// A grow-only device buffer.
+struct device_buffer {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  ~device_buffer() { cudaFree(p); }
+  void* get(std::size_t n) {
+    if (n > bytes) {
+      HALOX_CUDNN(cudaFree(p));
+      p = nullptr;
+      HALOX_CUDNN(cudaMalloc(&p, n));
+      bytes = n;
+    }
+    return p;
+  }
+};
+
+inline int d3(int nsp, int i) { return s3 - nsp + i; }
+
+// A strided view in cuDNN's terms: at least 4 dimensions (1-D problems get a unit H).
+struct view {
+  std::vector<int> dims, strides;
+  void* ptr = nullptr;
+};
+
+template <class B> view make_view(B const& b, int nsp, box3 const& bx, index_t c) {
+  view v;
+  v.dims = {static_cast<int>(b.n), static_cast<int>(c)};
+  v.strides = {static_cast<int>(b.sn), static_cast<int>(b.sc)};
+  if (nsp == 1) {
+    v.dims.push_back(1);
+    v.strides.push_back(static_cast<int>(b.str[2] * bx.extent(2)));
+  }
+  index_t off = 0;
+  for (int i = 0; i < nsp; ++i) {
+    int const d = d3(nsp, i);
+    v.dims.push_back(static_cast<int>(bx.extent(d)));
+    v.strides.push_back(static_cast<int>(b.str[d]));
+    off += (bx.lo[d] - b.org[d]) * b.str[d];
+  }
+  v.ptr = const_cast<std::remove_const_t<std::remove_pointer_t<decltype(b.data)>>*>(b.data + off);
+  return v;
+}
+
+// A dense scratch view of dims n x c x ext (cuDNN dims, >= 4).
+view dense_view(std::vector<int> dims, void* ptr) {
+  view v;
+  v.dims = std::move(dims);
+  v.strides.assign(v.dims.size(), 1);
+  for (std::size_t d = v.dims.size() - 1; d-- > 0;) v.strides[d] = v.strides[d + 1] * v.dims[d + 1];
+  v.ptr = ptr;
+  return v;
+}
+std::size_t count(view const& v) {
+  std::size_t n = 1;
+  for (int d : v.dims) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+template <class T> void set(tensor_desc_h& t, view const& v) {
+  HALOX_CUDNN(cudnnSetTensorNdDescriptor(t.d, data_type<T>(), static_cast<int>(v.dims.size()),
+                                         v.dims.data(), v.strides.data()));
+}
+
+// Per-dimension window of a box problem in cuDNN's terms (1-D problems get a unit H).
+struct win {
+  std::vector<int> pad, stride, dil, kernel;
+  std::vector<int> lo_pad_r; // padding after, per dimension (pad is the padding before)
+  bool symmetric = true;
+};
+
+std::string key_str(std::vector<int> const& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + std::to_string(v[i]);
+  return s;
+}
+
+template <class T> class cudnn_kernels final : public compute_kernels<T> {
+public:
+  cudnn_kernels() {
+    int n = 0;
+    cudaError_t const e = cudaGetDeviceCount(&n);
+    HALOX_REQUIRE(e == cudaSuccess && n > 0, errc::invalid_argument,
+                  std::string("compute provider cudnn: no CUDA device visible (") +
+                      cudaGetErrorString(e) +
+                      "); run on a GPU node or choose provider reference or onednn");
+    HALOX_CUDNN(cudnnCreate(&h_));
+  }
+  ~cudnn_kernels() override { cudnnDestroy(h_); }
+
+  compute_provider kind() const noexcept override { return compute_provider::cudnn; }
+
+  void conv_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                    const_tensor_ref<T> w, T const* bias, block_ref<T> y, box const& out_box,
+                    conv_params const& p) override {
+    char const* op = "conv_forward_box (cudnn)";
+    int const nsp = spatial_dims(op, "x", x.ref.rank());
+    block3<T const> xb = to_block3(op, "x", x, nsp);
+    block3<T> yb = to_block3(op, "y", y, nsp);
+    window3 const g = make_conv_problem(op, nsp, in_extent, xb.c, w, p).w;
+    index_t const cin = xb.c, cout = w.shape[0];
+    HALOX_REQUIRE(yb.c == cout && yb.n == xb.n, bad,
+                  std::string(op) + ": y " + fmt(y.ref.shape) + " must be [" +
+                      std::to_string(xb.n) + ", " + std::to_string(cout) + ", out...]");
+    box3 const ob = to_box3(op, "out_box", out_box, nsp);
+    require_inside(op, "out_box", ob, g, false);
+    require_covers(op, "y", yb, ob, nsp, "out_box");
+    require_covers(op, "x", xb, input_footprint(g, ob), nsp, "the input footprint of out_box");
+    require_device(op, {x.ref.data, w.data, y.ref.data});
+    if (ob.volume() == 0 || xb.n == 0 || cout == 0) return;
+    box3 src;
+    win wd;
+    view yv = make_view(yb, nsp, ob, cout);
+    if (!region(g, ob, nsp, src, wd)) { // windows read padding only: y = bias
+      fill_bias(yv, bias, cout);
+      return;
+    }
+    view xv = source(xb, nsp, src, cin, wd, scratch_x_);
+    conv_run(op, 0, xv, w, yv, wd, nullptr);
+    if (bias != nullptr) add_bias(yv, bias, cout);
+  }
+
+  void conv_backward_data(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
+                          const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
+                          conv_params const& p) override {
+    char const* op = "conv_backward_data_box (cudnn)";
+    int const nsp = spatial_dims(op, "dx", dx.ref.rank());
+    block3<T> dxb = to_block3(op, "dx", dx, nsp);
+    block3<T const> dyb = to_block3(op, "dy", dy, nsp);
+    window3 const g = make_conv_problem(op, nsp, in_extent, dxb.c, w, p).w;
+    index_t const cin = dxb.c, cout = w.shape[0];
+    HALOX_REQUIRE(dyb.c == cout && dyb.n == dxb.n, bad,
+                  std::string(op) + ": dy " + fmt(dy.ref.shape) + " must be [" +
+                      std::to_string(dxb.n) + ", " + std::to_string(cout) + ", out...]");
+    box3 const ib = to_box3(op, "in_box", in_box, nsp);
+    require_inside(op, "in_box", ib, g, true);
+    require_covers(op, "dx", dxb, ib, nsp, "in_box");
+    box3 const ofp = output_footprint(g, ib);
+    require_covers(op, "dy", dyb, ofp, nsp, "the output footprint of in_box");
+    require_device(op, {dy.ref.data, w.data, dx.ref.data});
+    if (ib.volume() == 0 || dxb.n == 0 || cin == 0) return;
+    view dxv = make_view(dxb, nsp, ib, cin);
+    if (ofp.volume() == 0 || cout == 0) {
+      T const zero = 0;
+      tensor_desc_h t;
+      set<T>(t, dxv);
+      HALOX_CUDNN(cudnnSetTensor(h_, t.d, dxv.ptr, &zero));
+      return;
+    }
+    // dy over the footprint, extended with zeros to whole windows; pads never negative.
+    win wd;
+    std::vector<int> ext_lo, dyd{static_cast<int>(dxb.n), static_cast<int>(cout)};
+    std::vector<int> pr;
+    bool extended = false;
+    if (nsp == 1) {
+      dyd.push_back(1);
+      ext_lo.push_back(0);
+      wd.pad = {0};
+      pr.push_back(0);
+      wd.stride = {1};
+      wd.dil = {1};
+    }
+    for (int i = 0; i < nsp; ++i) {
+      int const d = d3(nsp, i);
+      index_t const s = g.s[d], span = (g.k[d] - 1) * g.d[d] + 1, len = ib.extent(d);
+      index_t olo = ofp.lo[d], ohi = ofp.hi[d], lo = 0;
+      index_t pl = ib.lo[d] - (olo * s - g.pl[d]);
+      if (pl < 0) {
+        lo = (-pl + s - 1) / s;
+        olo -= lo;
+        pl += lo * s;
+      }
+      index_t r = (ohi - olo - 1) * s + span - len - pl;
+      if (r < 0) {
+        index_t const m = (-r + s - 1) / s;
+        ohi += m;
+        r += m * s;
+        extended = true;
+      }
+      extended = extended || lo > 0;
+      dyd.push_back(static_cast<int>(ohi - olo));
+      ext_lo.push_back(static_cast<int>(lo));
+      wd.pad.push_back(static_cast<int>(pl));
+      pr.push_back(static_cast<int>(r));
+      wd.stride.push_back(static_cast<int>(s));
+      wd.dil.push_back(static_cast<int>(g.d[d]));
+      wd.symmetric = wd.symmetric && pl == r;
+    }
+    view dyv = make_view(dyb, nsp, ofp, cout);
+    if (extended) dyv = embed(dyv, dyd, ext_lo, scratch_dy_);
+    if (wd.symmetric) {
+      conv_run(op, 1, dxv, w, dyv, wd, nullptr);
+      return;
+    }
+    // asymmetric: dx over the padded region in scratch, then its interior into dx
+    std::vector<int> pd{dxv.dims[0], dxv.dims[1]}, off{0, 0};
+    for (std::size_t i = 2; i < dxv.dims.size(); ++i) {
+      pd.push_back(dxv.dims[i] + wd.pad[i - 2] + pr[i - 2]);
+      off.push_back(wd.pad[i - 2]);
+    }
+    view full = dense_view(pd, scratch_dx_.get(count(dense_view(pd, nullptr)) * sizeof(T)));
+    win w0 = wd;
+    std::fill(w0.pad.begin(), w0.pad.end(), 0);
+    conv_run(op, 1, full, w, dyv, w0, nullptr);
+    copy(sub(full, dxv.dims, off), dxv);
+  }
+
+  void conv_backward_weights(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                             const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
+                             conv_params const& p) override {
+    char const* op = "conv_backward_weights_box (cudnn)";
+    int const nsp = spatial_dims(op, "x", x.ref.rank());
+    block3<T const> xb = to_block3(op, "x", x, nsp);
+    block3<T const> dyb = to_block3(op, "dy", dy, nsp);
+    check_ref(op, "dw", dw);
+    HALOX_REQUIRE(dw.strides == contiguous_strides(dw.shape), bad,
+                  std::string(op) + ": dw " + fmt(dw.shape) +
+                      " must be dense row-major (cuDNN filters are packed); pass a contiguous "
+                      "buffer");
+    window3 const g = make_conv_problem(op, nsp, in_extent, xb.c, dw, p).w;
+    index_t const cin = xb.c, cout = dw.shape[0];
+    HALOX_REQUIRE(dyb.c == cout && dyb.n == xb.n, bad,
+                  std::string(op) + ": dy " + fmt(dy.ref.shape) + " must be [" +
+                      std::to_string(xb.n) + ", " + std::to_string(cout) + ", out...]");
+    box3 const ob = to_box3(op, "out_box", out_box, nsp);
+    require_inside(op, "out_box", ob, g, false);
+    require_covers(op, "dy", dyb, ob, nsp, "out_box");
+    require_covers(op, "x", xb, input_footprint(g, ob), nsp, "the input footprint of out_box");
+    require_device(op, {x.ref.data, dy.ref.data, dw.data});
+    box3 src;
+    win wd;
+    if (ob.volume() == 0 || xb.n == 0 || cout == 0 || cin == 0 || !region(g, ob, nsp, src, wd))
+      return;
+    view xv = source(xb, nsp, src, cin, wd, scratch_x_);
+    view dyv = make_view(dyb, nsp, ob, cout);
+    conv_run(op, 2, xv, const_tensor_ref<T>(dw.data, dw.shape, dw.strides), dyv, wd, dw.data);
+  }
+
+  void conv_backward_bias(const_block_ref<T> dy, box const& out_box, T* db) override {
+    char const* op = "conv_backward_bias_box (cudnn)";
+    int const nsp = spatial_dims(op, "dy", dy.ref.rank());
+    block3<T const> dyb = to_block3(op, "dy", dy, nsp);
+    box3 const ob = to_box3(op, "out_box", out_box, nsp);
+    require_covers(op, "dy", dyb, ob, nsp, "out_box");
+    HALOX_REQUIRE(db != nullptr || dyb.c == 0, bad, std::string(op) + ": db is null");
+    require_device(op, {dy.ref.data, db});
+    if (ob.volume() == 0 || dyb.n == 0 || dyb.c == 0) return;
+    view const dyv = make_view(dyb, nsp, ob, dyb.c);
+    tensor_desc_h td, bd;
+    set<T>(td, dyv);
+    set<T>(bd, bias_view(dyv, db));
+    T const one = 1;
+    HALOX_CUDNN(cudnnConvolutionBackwardBias(h_, &one, td.d, dyv.ptr, &one, bd.d, db));
+  }
+
+  void pool_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent, block_ref<T> y,
+                    box const& out_box, pool_params const& p) override {
+    char const* op = "pool_forward_box (cudnn)";
+    int const nsp = spatial_dims(op, "x", x.ref.rank());
+    block3<T const> xb = to_block3(op, "x", x, nsp);
+    block3<T> yb = to_block3(op, "y", y, nsp);
+    window3 const g = pool_window(op, in_extent, p);
+    box3 const ob = to_box3(op, "out_box", out_box, nsp);
+    require_inside(op, "out_box", ob, g, false);
+    require_covers(op, "y", yb, ob, nsp, "out_box");
+    require_covers(op, "x", xb, input_footprint(g, ob), nsp, "the input footprint of out_box");
+    require_device(op, {x.ref.data, y.ref.data});
+    if (ob.volume() == 0 || xb.n == 0 || xb.c == 0) return;
+    box3 src;
+    win wd;
+    HALOX_REQUIRE(region(g, ob, nsp, src, wd) && pool_ok(wd), bad,
+                  std::string(op) + ": cuDNN pooling needs dilation 1 and a box whose padding is "
+                                    "the same on both sides; use provider reference");
+    pool_desc_h pd;
+    set_pool(pd, p, wd);
+    view const xv = make_view(xb, nsp, src, xb.c), yv = make_view(yb, nsp, ob, xb.c);
+    tensor_desc_h xd, yd;
+    set<T>(xd, xv);
+    set<T>(yd, yv);
+    T const one = 1, zero = 0;
+    HALOX_CUDNN(cudnnPoolingForward(h_, pd.d, &one, xd.d, xv.ptr, &zero, yd.d, yv.ptr));
+  }
+
+  void pool_backward(const_block_ref<T> x, const_block_ref<T> dy,
+                     std::vector<index_t> const& in_extent, block_ref<T> dx, box const& in_box,
+                     pool_params const& p) override {
+    char const* op = "pool_backward_box (cudnn)";
+    int const nsp = spatial_dims(op, "dx", dx.ref.rank());
+    block3<T> dxb = to_block3(op, "dx", dx, nsp);
+    block3<T const> dyb = to_block3(op, "dy", dy, nsp);
+    block3<T const> xb = to_block3(op, "x", x, nsp);
+    window3 const g = pool_window(op, in_extent, p);
+    box3 const ib = to_box3(op, "in_box", in_box, nsp);
+    require_inside(op, "in_box", ib, g, true);
+    require_covers(op, "dx", dxb, ib, nsp, "in_box");
+    box3 const ofp = output_footprint(g, ib);
+    require_covers(op, "dy", dyb, ofp, nsp, "the output footprint of in_box");
+    require_covers(op, "x", xb, input_footprint(g, ofp), nsp,
+                   "the input footprint of the output footprint of in_box");
+    require_device(op, {x.ref.data, dy.ref.data, dx.ref.data});
+    if (ib.volume() == 0 || dxb.n == 0 || dxb.c == 0) return;
+    box3 src;
+    win wd;
+    bool ok = ofp.volume() > 0 && region(g, ofp, nsp, src, wd) && pool_ok(wd);
+    for (int d = 0; ok && d < s3; ++d) ok = ib.lo[d] >= src.lo[d] && ib.hi[d] <= src.hi[d];
+    HALOX_REQUIRE(ok, bad,
+                  std::string(op) + ": cuDNN pooling needs dilation 1, padding equal on both "
+                                    "sides and every input of the box inside some window; use "
+                                    "provider reference");
+    pool_desc_h pd;
+    set_pool(pd, p, wd);
+    index_t const c = dxb.c;
+    view const xv = make_view(xb, nsp, src, c), dyv = make_view(dyb, nsp, ofp, c);
+    view const yv = dense_view(dyv.dims, scratch_y_.get(count(dyv) * sizeof(T)));
+    view const rv = dense_view(xv.dims, scratch_dx_.get(count(xv) * sizeof(T)));
+    tensor_desc_h xd, yd, dyd, rd;
+    set<T>(xd, xv);
+    set<T>(yd, yv);
+    set<T>(dyd, dyv);
+    set<T>(rd, rv);
+    T const one = 1, zero = 0;
+    HALOX_CUDNN(cudnnPoolingForward(h_, pd.d, &one, xd.d, xv.ptr, &zero, yd.d, yv.ptr));
+    HALOX_CUDNN(cudnnPoolingBackward(h_, pd.d, &one, yd.d, yv.ptr, dyd.d, dyv.ptr, xd.d, xv.ptr,
+                                     &zero, rd.d, rv.ptr));
+    view const dxv = make_view(dxb, nsp, ib, c);
+    std::vector<int> off{0, 0};
+    if (nsp == 1) off.push_back(0);
+    for (int i = 0; i < nsp; ++i)
+      off.push_back(static_cast<int>(ib.lo[d3(nsp, i)] - src.lo[d3(nsp, i)]));
+    copy(sub(rv, dxv.dims, off), dxv);
+  }
+
+  void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) override {
+    char const* op = "relu_forward (cudnn)";
+    HALOX_REQUIRE(x.shape == y.shape, bad,
+                  std::string(op) + ": y " + fmt(y.shape) + " must have x's shape " + fmt(x.shape));
+    if (x.size() == 0) return;
+    require_device(op, {x.data, y.data});
+    tensor_desc_h xd, yd;
+    set<T>(xd, flat_view(x));
+    set<T>(yd, flat_view(y));
+    activation a;
+    T const one = 1, zero = 0;
+    HALOX_CUDNN(cudnnActivationForward(h_, a.d, &one, xd.d, x.data, &zero, yd.d, y.data));
+  }
+
+  void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx) override {
+    char const* op = "relu_backward (cudnn)";
+    HALOX_REQUIRE(x.shape == dy.shape && x.shape == dx.shape, bad,
+                  std::string(op) + ": x " + fmt(x.shape) + ", dy " + fmt(dy.shape) + " and dx " +
+                      fmt(dx.shape) + " must have one shape");
+    if (x.size() == 0) return;
+    require_device(op, {x.data, dy.data, dx.data});
+    tensor_desc_h xd, dyd, dxd;
+    set<T>(xd, flat_view(x));
+    set<T>(dyd, flat_view(dy));
+    set<T>(dxd, flat_view(dx));
+    activation a;
+    T const one = 1, zero = 0;
+    // ReLU's gradient depends only on the sign pattern, which x and y = relu(x) share.
+    HALOX_CUDNN(cudnnActivationBackward(h_, a.d, &one, xd.d, x.data, dyd.d, dy.data, xd.d, x.data,
+                                        &zero, dxd.d, dx.data));
+  }
+
+  bn_stats bn_partial_stats(const_tensor_ref<T>) override { unsupported("bn_partial_stats"); }
+  bn_grad_sums bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,
+                                   bn_moments const&) override {
+    unsupported("bn_backward_partial");
+  }
+  void bn_apply(const_tensor_ref<T>, bn_moments const&, T const*, T const*,
+                tensor_ref<T>) override {
+    unsupported("bn_apply");
+  }
+  void bn_backward_apply(const_tensor_ref<T>, const_tensor_ref<T>, bn_moments const&, T const*,
+                         bn_grad_sums const&, bool, tensor_ref<T>) override {
+    unsupported("bn_backward_apply");
+  }
+
+  std::string describe() const override {
+    std::ostringstream os;
+    for (auto const& [key, c] : chosen_)
+      os << "cudnn conv " << key << ": algo " << c.choice << ";" << format_costs(c) << "\n";
+    return os.str();
+  }
+
+private:
+  struct activation {
+    cudnnActivationDescriptor_t d = nullptr;
+    activation() {
+      HALOX_CUDNN(cudnnCreateActivationDescriptor(&d));
+      HALOX_CUDNN(cudnnSetActivationDescriptor(d, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+    }
+    ~activation() { cudnnDestroyActivationDescriptor(d); }
+    activation(activation const&) = delete;
+    activation& operator=(activation const&) = delete;
+  };
+
+  [[noreturn]] static void unsupported(char const* what) {
+    ::halox::detail::throw_error(
+        bad,
+        std::string(what) +
+            ": the cudnn provider does not run the batch-norm passes (they take halox's "
+            "merged (count, mean, M2) statistics, which cuDNN's batch norm cannot); build "
+            "dist_batch_norm with provider reference on host buffers",
+        what, __FILE__, __LINE__);
+  }
+
+  static void require_device(char const* op, std::initializer_list<void const*> ptrs) {
+    for (void const* p : ptrs) {
+      if (p == nullptr) continue;
+      cudaPointerAttributes a{};
+      cudaError_t const e = cudaPointerGetAttributes(&a, p);
+      HALOX_REQUIRE(
+          e == cudaSuccess && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged),
+          bad,
+          std::string(op) + ": a buffer is not device memory; the cudnn provider works on device "
+                            "buffers (use provider reference or onednn for host buffers)");
+    }
+  }
+
+  // Clipped source region of the outputs `ob`, and the window with the padding left inside it.
+  static bool region(window3 const& g, box3 const& ob, int nsp, box3& src, win& wd) {
+    src = box3{};
+    wd = win{};
+    if (nsp == 1) {
+      wd.pad = {0};
+      wd.stride = {1};
+      wd.dil = {1};
+      wd.kernel = {1};
+      wd.lo_pad_r = {0};
+    }
+    for (int i = 0; i < nsp; ++i) {
+      int const d = d3(nsp, i);
+      index_t const span = (g.k[d] - 1) * g.d[d] + 1;
+      index_t const g0 = ob.lo[d] * g.s[d] - g.pl[d];
+      index_t const g1 = (ob.hi[d] - 1) * g.s[d] - g.pl[d] + span;
+      index_t const a = std::max<index_t>(g0, 0), b = std::min(g1, g.in[d]);
+      if (b <= a) return false;
+      src.lo[d] = a;
+      src.hi[d] = b;
+      wd.pad.push_back(static_cast<int>(a - g0));
+      wd.lo_pad_r.push_back(static_cast<int>(g1 - b));
+      wd.stride.push_back(static_cast<int>(g.s[d]));
+      wd.dil.push_back(static_cast<int>(g.d[d]));
+      wd.kernel.push_back(static_cast<int>(g.k[d]));
+      wd.symmetric = wd.symmetric && a - g0 == g1 - b;
+    }
+    return true;
+  }
+
+  static bool pool_ok(win const& wd) {
+    for (int d : wd.dil)
+      if (d != 1) return false;
+    return wd.symmetric;
+  }
+
+  void set_pool(pool_desc_h& pd, pool_params const& p, win const& wd) const {
+    cudnnPoolingMode_t const mode = p.kind == pool_kind::max ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                    : p.count_include_pad
+                                        ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                        : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    HALOX_CUDNN(cudnnSetPoolingNdDescriptor(pd.d, mode, CUDNN_PROPAGATE_NAN,
+                                            static_cast<int>(wd.kernel.size()), wd.kernel.data(),
+                                            wd.pad.data(), wd.stride.data()));
+  }
+
+  // The source view: the caller's region directly when the padding is symmetric, else a copy
+  // into zero-padded scratch (then the convolution runs without padding).
+  template <class B>
+  view source(B const& b, int nsp, box3 const& src, index_t c, win& wd, device_buffer& buf) {
+    view v = make_view(b, nsp, src, c);
+    if (wd.symmetric) return v;
+    std::vector<int> pd{v.dims[0], v.dims[1]}, off{0, 0};
+    for (std::size_t i = 2; i < v.dims.size(); ++i) {
+      pd.push_back(v.dims[i] + wd.pad[i - 2] + wd.lo_pad_r[i - 2]);
+      off.push_back(wd.pad[i - 2]);
+    }
+    std::fill(wd.pad.begin(), wd.pad.end(), 0);
+    return embed(v, pd, off, buf);
+  }
+
+  // `v` copied into a zeroed dense buffer of `dims` at offset `off`.
+  view embed(view const& v, std::vector<int> const& dims, std::vector<int> off,
+             device_buffer& buf) {
+    while (off.size() < dims.size()) off.insert(off.begin(), 0);
+    view full = dense_view(dims, nullptr);
+    full.ptr = buf.get(count(full) * sizeof(T));
+    HALOX_CUDNN(cudaMemsetAsync(full.ptr, 0, count(full) * sizeof(T)));
+    copy(v, sub(full, v.dims, off));
+    return full;
+  }
+
+  static view sub(view const& full, std::vector<int> const& dims, std::vector<int> off) {
+    while (off.size() < dims.size()) off.insert(off.begin(), 0);
+    view s = full;
+    s.dims = dims;
+    std::size_t o = 0;
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      o += static_cast<std::size_t>(off[d]) * static_cast<std::size_t>(full.strides[d]);
+    s.ptr = static_cast<T*>(full.ptr) + o;
+    return s;
+  }
+
+  void copy(view const& from, view const& to) {
+    tensor_desc_h a, b;
+    set<T>(a, from);
+    set<T>(b, to);
+    T const one = 1, zero = 0;
+    HALOX_CUDNN(cudnnTransformTensor(h_, &one, a.d, from.ptr, &zero, b.d, to.ptr));
+  }
+
+  static view bias_view(view const& y, T const* bias) {
+    std::vector<int> d(y.dims.size(), 1);
+    d[1] = y.dims[1];
+    return dense_view(d, const_cast<T*>(bias));
+  }
+  void add_bias(view const& y, T const* bias, index_t) {
+    tensor_desc_h bd, yd;
+    set<T>(bd, bias_view(y, bias));
+    set<T>(yd, y);
+    T const one = 1;
+    HALOX_CUDNN(cudnnAddTensor(h_, &one, bd.d, bias, &one, yd.d, y.ptr));
+  }
+  void fill_bias(view const& y, T const* bias, index_t cout) {
+    tensor_desc_h yd;
+    set<T>(yd, y);
+    T const zero = 0;
+    HALOX_CUDNN(cudnnSetTensor(h_, yd.d, y.ptr, &zero));
+    if (bias != nullptr) add_bias(y, bias, cout);
+  }
+
+  static view flat_view(tensor_ref<T const> const& t) {
+    view v;
+    for (index_t i = 0; i < t.rank(); ++i) {
+      v.dims.push_back(static_cast<int>(t.shape[i]));
+      v.strides.push_back(static_cast<int>(t.strides[i]));
+    }
+    while (v.dims.size() < 4) {
+      v.dims.push_back(1);
+      v.strides.push_back(1);
+    }
+    v.ptr = const_cast<T*>(t.data);
+    return v;
+  }
+
+  // Runs one convolution (kind 0 forward: a = x, c = y; 1 backward-data: a = dx, c = dy;
+  // 2 backward-filter: a = x, c = dy, accumulating into dw), choosing the algorithm with
+  // cudnnFind*AlgorithmEx the first time the shape is seen.
+  void conv_run(char const* op, int kind, view const& a, const_tensor_ref<T> const& w,
+                view const& c, win const& wd, T* dw) {
+    tensor_desc_h ad, cd;
+    set<T>(ad, a);
+    set<T>(cd, c);
+    filter_desc_h fd;
+    std::vector<int> fdims{static_cast<int>(w.shape[0]), static_cast<int>(w.shape[1])};
+    if (a.dims.size() > w.shape.size()) fdims.push_back(1);
+    for (std::size_t i = 2; i < w.shape.size(); ++i) fdims.push_back(static_cast<int>(w.shape[i]));
+    HALOX_CUDNN(cudnnSetFilterNdDescriptor(fd.d, data_type<T>(), CUDNN_TENSOR_NCHW,
+                                           static_cast<int>(fdims.size()), fdims.data()));
+    conv_desc_h cv;
+    HALOX_CUDNN(cudnnSetConvolutionNdDescriptor(cv.d, static_cast<int>(wd.pad.size()),
+                                                wd.pad.data(), wd.stride.data(), wd.dil.data(),
+                                                CUDNN_CROSS_CORRELATION, data_type<T>()));
+    std::string const key = std::to_string(kind) + ",a=" + key_str(a.dims) + ":" +
+                            key_str(a.strides) + ",c=" + key_str(c.dims) + ":" +
+                            key_str(c.strides) + ",w=" + key_str(fdims) + ",p=" + key_str(wd.pad) +
+                            ",s=" + key_str(wd.stride) + ",d=" + key_str(wd.dil) +
+                            ",t=" + std::to_string(sizeof(T));
+    measured_choice mc;
+    int algo = 0;
+    std::size_t ws_bytes = 0;
+    auto known = chosen_.find(key);
+    if (known != chosen_.end() || find_choice("cudnn", key, mc)) {
+      if (known != chosen_.end()) mc = known->second;
+      algo = std::stoi(mc.choice);
+      ws_bytes = workspace_size(kind, ad, fd, cv, cd, algo);
+    } else {
+      find(kind, ad, a, fd, w, cv, cd, c, mc, algo, ws_bytes);
+      store_choice("cudnn", key, mc);
+    }
+    chosen_[key] = mc;
+    void* ws = ws_.get(ws_bytes);
+    T const one = 1, zero = 0;
+    if (kind == 0)
+      HALOX_CUDNN(cudnnConvolutionForward(h_, &one, ad.d, a.ptr, fd.d, w.data, cv.d,
+                                          static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws,
+                                          ws_bytes, &zero, cd.d, c.ptr));
+    else if (kind == 1)
+      HALOX_CUDNN(cudnnConvolutionBackwardData(h_, &one, fd.d, w.data, cd.d, c.ptr, cv.d,
+                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws,
+                                               ws_bytes, &zero, ad.d, a.ptr));
+    else
+      HALOX_CUDNN(cudnnConvolutionBackwardFilter(h_, &one, ad.d, a.ptr, cd.d, c.ptr, cv.d,
+                                                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+                                                 ws, ws_bytes, &one, fd.d, dw));
+    (void)op;
+  }
+
+  std::size_t workspace_size(int kind, tensor_desc_h& ad, filter_desc_h& fd, conv_desc_h& cv,
+                             tensor_desc_h& cd, int algo) {
+    std::size_t n = 0;
+    if (kind == 0)
+      HALOX_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(
+          h_, ad.d, fd.d, cv.d, cd.d, static_cast<cudnnConvolutionFwdAlgo_t>(algo), &n));
+    else if (kind == 1)
+      HALOX_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(
+          h_, fd.d, cd.d, cv.d, ad.d, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &n));
+    else
+      HALOX_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          h_, ad.d, cd.d, cv.d, fd.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &n));
+    return n;
+  }
+
+  // Measures every algorithm on the caller's buffers (a scratch filter for backward-filter,
+  // whose result must accumulate into dw), with up to a quarter of the free device memory as
+  // workspace.
+  void find(int kind, tensor_desc_h& ad, view const& a, filter_desc_h& fd,
+            const_tensor_ref<T> const& w, conv_desc_h& cv, tensor_desc_h& cd, view const& c,
+            measured_choice& mc, int& algo, std::size_t& ws_bytes) {
+    std::size_t free_b = 0, total_b = 0;
+    HALOX_CUDNN(cudaMemGetInfo(&free_b, &total_b));
+    std::size_t const cap = std::min<std::size_t>(free_b / 4, std::size_t(1) << 30);
+    void* ws = ws_.get(cap);
+    int n = 0;
+    auto record = [&](auto const* perf, int count_) {
+      bool first = true;
+      for (int i = 0; i < count_; ++i) {
+        bool const ok = perf[i].status == CUDNN_STATUS_SUCCESS;
+        mc.costs.emplace_back(std::to_string(static_cast<int>(perf[i].algo)),
+                              ok ? perf[i].time * 1e-3 : -1.0);
+        if (ok && first) { // results come sorted by time
+          first = false;
+          algo = static_cast<int>(perf[i].algo);
+          ws_bytes = perf[i].memory;
+          mc.choice = std::to_string(algo);
+        }
+      }
+      HALOX_REQUIRE(!first, errc::internal, "cuDNN found no working algorithm for this shape");
+    };
+    if (kind == 0) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      HALOX_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(h_, ad.d, a.ptr, fd.d, w.data, cv.d, cd.d,
+                                                         c.ptr, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                         &n, perf, ws, cap));
+      record(perf, n);
+    } else if (kind == 1) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      HALOX_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          h_, fd.d, w.data, cd.d, c.ptr, cv.d, ad.d, a.ptr, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+          &n, perf, ws, cap));
+      record(perf, n);
+    } else {
+      void* dw = scratch_dw_.get(static_cast<std::size_t>(w.size()) * sizeof(T));
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      HALOX_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+          h_, ad.d, a.ptr, cd.d, c.ptr, cv.d, fd.d, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+          perf, ws, cap));
+      record(perf, n);
+    }
+  }
+
+  cudnnHandle_t h_ = nullptr;
+  device_buffer ws_, scratch_x_, scratch_dy_, scratch_dx_, scratch_y_, scratch_dw_;
+  std::map<std::string, measured_choice> chosen_;
+};
+
+} // namespace
+
+template <class T> std::unique_ptr<compute_kernels<T>> make_cudnn_kernels() {
+  return std::make_unique<cudnn_kernels<T>>();
+}
+template std::unique_ptr<compute_kernels<float>> make_cudnn_kernels();
+template std::unique_ptr<compute_kernels<double>> make_cudnn_kernels();
+
+} // namespace halox::ops::detail

@@ -1,0 +1,50 @@
+#include "ops/onednn/onednn_common.hpp"
+
+namespace halox::ops::detail::onednn {
+
+context& ctx() {
+  thread_local context c;
+  return c;
+}
+
+tag plain_tag(int nsp) { return nsp == 1 ? tag::ncw : nsp == 2 ? tag::nchw : tag::ncdhw; }
+tag channels_last_tag(int nsp) { return nsp == 1 ? tag::nwc : nsp == 2 ? tag::nhwc : tag::ndhwc; }
+tag weights_tag(int nsp) { return nsp == 1 ? tag::oiw : nsp == 2 ? tag::oihw : tag::oidhw; }
+
+memory::desc strided_md(index_t n, index_t c, std::vector<index_t> const& ext, index_t sn,
+                        index_t sc, std::vector<index_t> const& str) {
+  memory::dims dims{n, c}, strides{sn, sc};
+  for (std::size_t i = 0; i < ext.size(); ++i) {
+    dims.push_back(ext[i]);
+    strides.push_back(str[i]);
+  }
+  return memory::desc(dims, dt::f32, strides);
+}
+
+double time_best(std::function<void()> const& f, int reps) {
+  f();
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    auto const t0 = std::chrono::steady_clock::now();
+    f();
+    double const s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = s < best ? s : best;
+  }
+  return best;
+}
+
+void rethrow(char const* op, dnnl::error const& e) {
+  ::halox::detail::throw_error(errc::internal,
+                               std::string(op) + ": oneDNN failed (" + e.what() + ", status " +
+                                   std::to_string(static_cast<int>(e.status)) +
+                                   "); use provider reference for this layer",
+                               "oneDNN", __FILE__, __LINE__);
+}
+
+std::string dims_str(memory::dims const& d) {
+  std::string s;
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? "x" : "") + std::to_string(d[i]);
+  return s;
+}
+
+} // namespace halox::ops::detail::onednn

@@ -1,0 +1,49 @@
+#pragma once
+// Shared pieces of the oneDNN provider: the engine and stream, memory descriptors of strided
+// caller views, errors, and the timed choice between candidate primitives.
+
+#include "ops/choice_cache.hpp"
+#include "ops/geometry.hpp"
+
+#include <halox/error.hpp>
+
+#include <dnnl.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace halox::ops::detail::onednn {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+/// The CPU engine and an in-order stream, one per thread that uses the provider.
+struct context {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+};
+context& ctx();
+
+/// Plain (NC + spatial, row-major) and channels-last tags for `nsp` spatial dimensions.
+tag plain_tag(int nsp);
+tag channels_last_tag(int nsp);
+/// Plain weight tag [O, I, k...].
+tag weights_tag(int nsp);
+
+/// A caller's strided view of n x c x ext[...] elements (ext over the real spatial dims).
+memory::desc strided_md(index_t n, index_t c, std::vector<index_t> const& ext, index_t sn,
+                        index_t sc, std::vector<index_t> const& str);
+
+/// Seconds of wall time of `f` (best of `reps` after one warm-up call).
+double time_best(std::function<void()> const& f, int reps = 2);
+
+/// Rethrows a dnnl::error as halox::error naming the operation.
+[[noreturn]] void rethrow(char const* op, dnnl::error const& e);
+
+/// "a x b x c".
+std::string dims_str(memory::dims const& d);
+
+} // namespace halox::ops::detail::onednn

@@ -1,0 +1,281 @@
+#include "ops/onednn/onednn_conv.hpp"
+
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace halox::ops::detail::onednn {
+namespace {
+
+enum class layout { blocked, plain, channels_last };
+constexpr layout all_layouts[] = {layout::blocked, layout::plain, layout::channels_last};
+
+char const* name_of(layout l) {
+  switch (l) {
+  case layout::blocked: return "blocked";
+  case layout::plain: return "plain";
+  case layout::channels_last: return "channels_last";
+  }
+  return "?";
+}
+
+char const* name_of(conv_kind k) {
+  switch (k) {
+  case conv_kind::forward: return "fwd";
+  case conv_kind::backward_data: return "bwd_data";
+  case conv_kind::backward_weights: return "bwd_weights";
+  }
+  return "?";
+}
+
+memory::desc act_md(memory::dims const& d, layout l, int nsp) {
+  switch (l) {
+  case layout::blocked: return memory::desc(d, dt::f32, tag::any);
+  case layout::plain: return memory::desc(d, dt::f32, plain_tag(nsp));
+  case layout::channels_last: return memory::desc(d, dt::f32, channels_last_tag(nsp));
+  }
+  return {};
+}
+
+std::string strides_str(memory::desc const& md) {
+  memory::dims s(md.data.format_desc.blocking.strides,
+                 md.data.format_desc.blocking.strides + md.data.ndims);
+  return dims_str(s);
+}
+
+int omp_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+std::string key_of(conv_job const& j) {
+  std::ostringstream os;
+  os << name_of(j.kind) << ",src=" << dims_str(j.src) << ",wei=" << dims_str(j.wei)
+     << ",dst=" << dims_str(j.dst) << ",s=" << dims_str(j.stride) << ",d=" << dims_str(j.dil)
+     << ",pl=" << dims_str(j.pl) << ",pr=" << dims_str(j.pr) << ",bias=" << j.bias
+     << ",xs=" << strides_str(j.usr_src) << ",ws=" << strides_str(j.usr_wei)
+     << ",ys=" << strides_str(j.usr_dst) << ",yd=" << dims_str(j.usr_dst.dims())
+     << ",t=" << omp_threads();
+  return os.str();
+}
+
+} // namespace
+
+// One candidate, built: the primitive, its internal memories and the reorders that connect them
+// to the caller's views (absent where the caller's view already is the primitive's layout).
+struct conv_engine::exec {
+  std::string impl;
+  dnnl::primitive prim;
+  memory usr_src, usr_wei, usr_dst, usr_bias;
+  memory src_m, wei_m, dst_m; // what the primitive reads and writes
+  memory dst_sub;             // the caller's part of a zero-extended dst (backward-data dy)
+  bool src_reorder = false, wei_reorder = false, dst_reorder = false, extend = false;
+  dnnl::reorder r_src, r_wei, r_dst;
+  memory plain_dw; // backward-weights: the gradient in [O, I, k...]
+  dnnl::reorder r_dw;
+
+  exec(conv_job const& j, layout l) {
+    auto& c = ctx();
+    using namespace dnnl;
+    int const nsp = j.nsp;
+    memory::desc const wany(j.wei, dt::f32, tag::any);
+    memory::desc const src_md = act_md(j.src, l, nsp), dst_md = act_md(j.dst, l, nsp);
+    auto fwd_desc =
+        j.bias
+            ? convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                        src_md, wany, memory::desc({j.wei[0]}, dt::f32, tag::a),
+                                        dst_md, j.stride, j.dil, j.pl, j.pr)
+            : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                        src_md, wany, dst_md, j.stride, j.dil, j.pl, j.pr);
+    convolution_forward::primitive_desc fwd_pd(fwd_desc, c.eng);
+    memory::desc isrc, iwei, idst;
+    if (j.kind == conv_kind::forward) {
+      prim = convolution_forward(fwd_pd);
+      impl = fwd_pd.impl_info_str();
+      isrc = fwd_pd.src_desc();
+      iwei = fwd_pd.weights_desc();
+      idst = fwd_pd.dst_desc();
+    } else if (j.kind == conv_kind::backward_data) {
+      convolution_backward_data::primitive_desc pd(
+          convolution_backward_data::desc(algorithm::convolution_direct, src_md, wany, dst_md,
+                                          j.stride, j.dil, j.pl, j.pr),
+          c.eng, fwd_pd);
+      prim = convolution_backward_data(pd);
+      impl = pd.impl_info_str();
+      isrc = pd.diff_src_desc();
+      iwei = pd.weights_desc();
+      idst = pd.diff_dst_desc();
+    } else {
+      convolution_backward_weights::primitive_desc pd(
+          convolution_backward_weights::desc(algorithm::convolution_direct, src_md, wany, dst_md,
+                                             j.stride, j.dil, j.pl, j.pr),
+          c.eng, fwd_pd);
+      prim = convolution_backward_weights(pd);
+      impl = pd.impl_info_str();
+      isrc = pd.src_desc();
+      iwei = pd.diff_weights_desc();
+      idst = pd.diff_dst_desc();
+    }
+    usr_src = memory(j.usr_src, c.eng, DNNL_MEMORY_NONE);
+    usr_dst = memory(j.usr_dst, c.eng, DNNL_MEMORY_NONE);
+    if (j.bias)
+      usr_bias = memory(memory::desc({j.wei[0]}, dt::f32, tag::a), c.eng, DNNL_MEMORY_NONE);
+    bool const src_in = j.kind != conv_kind::backward_data;
+    bool const dst_in = j.kind != conv_kind::forward;
+    // source side
+    src_reorder = isrc != j.usr_src;
+    if (src_reorder) {
+      src_m = memory(isrc, c.eng);
+      r_src = src_in ? reorder(usr_src, src_m) : reorder(src_m, usr_src);
+    }
+    // destination side; backward-data may read a zero-extended dy
+    extend = !j.dst_offset.empty();
+    dst_reorder = extend || idst != j.usr_dst;
+    if (dst_reorder) {
+      dst_m = memory(idst, c.eng);
+      if (extend) {
+        dst_sub = memory(idst.submemory_desc(j.usr_dst.dims(), j.dst_offset), c.eng,
+                         dst_m.get_data_handle());
+        r_dst = reorder(usr_dst, dst_sub);
+      } else {
+        r_dst = dst_in ? reorder(usr_dst, dst_m) : reorder(dst_m, usr_dst);
+      }
+    }
+    // weights
+    if (j.kind == conv_kind::backward_weights) {
+      wei_m = memory(iwei, c.eng);
+      plain_dw = memory(memory::desc(j.wei, dt::f32, weights_tag(nsp)), c.eng, DNNL_MEMORY_NONE);
+      r_dw = reorder(wei_m, plain_dw);
+    } else {
+      usr_wei = memory(j.usr_wei, c.eng, DNNL_MEMORY_NONE);
+      wei_reorder = iwei != j.usr_wei;
+      if (wei_reorder) {
+        wei_m = memory(iwei, c.eng);
+        r_wei = reorder(usr_wei, wei_m);
+      }
+    }
+  }
+
+  void run(conv_job const& j, float* dw_plain) {
+    auto& c = ctx();
+    usr_src.set_data_handle(j.src_ptr);
+    usr_dst.set_data_handle(j.dst_ptr);
+    memory const& src = src_reorder ? src_m : usr_src;
+    memory const& dst = dst_reorder ? dst_m : usr_dst;
+    if (j.kind == conv_kind::forward) {
+      usr_wei.set_data_handle(j.wei_ptr);
+      if (src_reorder) r_src.execute(c.strm, usr_src, src_m);
+      if (wei_reorder) r_wei.execute(c.strm, usr_wei, wei_m);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                           {DNNL_ARG_WEIGHTS, wei_reorder ? wei_m : usr_wei},
+                                           {DNNL_ARG_DST, dst}};
+      if (j.bias) {
+        usr_bias.set_data_handle(j.bias_ptr);
+        args.emplace(DNNL_ARG_BIAS, usr_bias);
+      }
+      prim.execute(c.strm, args);
+      if (dst_reorder) r_dst.execute(c.strm, dst_m, usr_dst);
+    } else {
+      if (extend) {
+        c.strm.wait();
+        std::memset(dst_m.get_data_handle(), 0, dst_m.get_desc().get_size());
+        r_dst.execute(c.strm, usr_dst, dst_sub);
+      } else if (dst_reorder) {
+        r_dst.execute(c.strm, usr_dst, dst_m);
+      }
+      if (j.kind == conv_kind::backward_data) {
+        usr_wei.set_data_handle(j.wei_ptr);
+        if (wei_reorder) r_wei.execute(c.strm, usr_wei, wei_m);
+        prim.execute(c.strm, {{DNNL_ARG_DIFF_DST, dst},
+                              {DNNL_ARG_WEIGHTS, wei_reorder ? wei_m : usr_wei},
+                              {DNNL_ARG_DIFF_SRC, src}});
+        if (src_reorder) r_src.execute(c.strm, src_m, usr_src);
+      } else {
+        if (src_reorder) r_src.execute(c.strm, usr_src, src_m);
+        prim.execute(
+            c.strm,
+            {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_DIFF_WEIGHTS, wei_m}});
+        plain_dw.set_data_handle(dw_plain);
+        r_dw.execute(c.strm, wei_m, plain_dw);
+      }
+    }
+    c.strm.wait();
+  }
+};
+
+struct conv_engine::plan {
+  measured_choice choice;
+  std::unique_ptr<exec> ex;
+};
+
+conv_engine::conv_engine() = default;
+conv_engine::~conv_engine() = default;
+
+void conv_engine::run(char const* op, conv_job const& job, float* dw_plain) {
+  try {
+    std::string const key = key_of(job);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      auto pl = std::make_unique<plan>();
+      if (find_choice("onednn", key, pl->choice)) {
+        for (layout l : all_layouts) {
+          if (pl->choice.choice != name_of(l)) continue;
+          try {
+            pl->ex = std::make_unique<exec>(job, l);
+          } catch (dnnl::error const&) { // a cache file from another machine: measure again
+          }
+        }
+      }
+      if (!pl->ex) { // measure every layout once on the caller's data
+        measured_choice mc;
+        double best = 1e300;
+        std::vector<float> scratch_dw;
+        if (job.kind == conv_kind::backward_weights)
+          scratch_dw.resize(static_cast<std::size_t>(
+              memory::desc(job.wei, dt::f32, weights_tag(job.nsp)).get_size() / sizeof(float)));
+        for (layout l : all_layouts) {
+          std::unique_ptr<exec> e;
+          try {
+            e = std::make_unique<exec>(job, l);
+          } catch (dnnl::error const&) {
+            mc.costs.emplace_back(name_of(l), -1.0);
+            continue;
+          }
+          double const s = time_best([&] { e->run(job, scratch_dw.data()); });
+          mc.costs.emplace_back(name_of(l), s);
+          if (s < best) {
+            best = s;
+            mc.choice = name_of(l);
+            pl->ex = std::move(e);
+          }
+        }
+        HALOX_REQUIRE(pl->ex != nullptr, errc::internal,
+                      std::string(op) + ": oneDNN has no implementation for " + key +
+                          "; use provider reference for this layer");
+        store_choice("onednn", key, mc);
+        pl->choice = mc;
+      }
+      it = plans_.emplace(key, std::move(pl)).first;
+    }
+    it->second->ex->run(job, dw_plain);
+  } catch (dnnl::error const& e) {
+    rethrow(op, e);
+  }
+}
+
+std::string conv_engine::describe() const {
+  std::ostringstream os;
+  for (auto const& [key, pl] : plans_)
+    os << "onednn conv " << key << ": " << pl->choice.choice << " (" << pl->ex->impl << ");"
+       << format_costs(pl->choice) << "\n";
+  return os.str();
+}
+
+} // namespace halox::ops::detail::onednn

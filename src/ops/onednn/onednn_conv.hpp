@@ -1,0 +1,55 @@
+#pragma once
+// oneDNN convolutions on boxes of caller buffers: one oneDNN problem per box, whose source is
+// the box's footprint in the caller's strided buffer and whose padding is the global zero
+// padding that falls inside the box's windows (so interior and boundary boxes of a distributed
+// layer are ordinary, smaller convolutions). Per problem shape the fastest of three layouts is
+// measured once and remembered: oneDNN's preferred blocked layout (`format_tag::any`, with
+// reorders from and to the caller's views), plain NCHW, or channels-last.
+
+#include "ops/onednn/onednn_common.hpp"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace halox::ops::detail::onednn {
+
+/// Which convolution primitive.
+enum class conv_kind { forward, backward_data, backward_weights };
+
+/// A convolution on a local region in oneDNN terms, plus the caller's views.
+struct conv_job {
+  conv_kind kind = conv_kind::forward;
+  int nsp = 0;
+  memory::dims src, wei, dst;             ///< problem dims (src = x / dx, dst = y / dy)
+  memory::dims stride, dil, pl, pr;       ///< oneDNN conventions (dilation - 1)
+  bool bias = false;                      ///< forward with bias
+  memory::desc usr_src, usr_wei, usr_dst; ///< caller views (usr_dst may be smaller: see ext)
+  memory::dims dst_offset;                ///< where usr_dst sits in dst (zero extension), or empty
+  void* src_ptr = nullptr;                ///< x / dx
+  void* wei_ptr = nullptr;                ///< w (forward, backward-data)
+  void* dst_ptr = nullptr;                ///< y / dy
+  void* bias_ptr = nullptr;               ///< bias (forward)
+};
+
+/// Builds, chooses, caches and runs convolution primitives.
+class conv_engine {
+public:
+  conv_engine();
+  ~conv_engine();
+  conv_engine(conv_engine const&) = delete;
+  conv_engine& operator=(conv_engine const&) = delete;
+
+  /// Runs `job`; for backward_weights the gradient lands in `dw_plain` ([O, I, k...] dense,
+  /// overwritten).
+  void run(char const* op, conv_job const& job, float* dw_plain = nullptr);
+  /// One line per problem seen.
+  [[nodiscard]] std::string describe() const;
+
+private:
+  struct exec;
+  struct plan;
+  std::map<std::string, std::unique_ptr<plan>> plans_;
+};
+
+} // namespace halox::ops::detail::onednn

@@ -1,0 +1,299 @@
+// The oneDNN provider (float, host memory): convolutions through oneDNN primitives on boxes of
+// the caller's buffers (see onednn_conv.hpp), pooling through oneDNN pooling primitives (see
+// onednn_pool.cpp); the bias gradient, ReLU and the batch-norm applications are memory-bound
+// loops that the reference kernels already run at memory speed, so they are shared with it.
+#include "ops/conv_common.hpp"
+#include "ops/onednn/onednn_conv.hpp"
+#include "ops/onednn/onednn_pool.hpp"
+#include "ops/provider.hpp"
+
+#include <halox/ops/conv.hpp>
+
+#include <sstream>
+
+namespace halox::ops::detail {
+namespace {
+
+using onednn::conv_job;
+using onednn::conv_kind;
+using onednn::memory;
+
+constexpr auto bad = errc::invalid_argument;
+
+// The real spatial dimension i (0-based) of an nsp-dimensional problem in the 3-D padded
+// geometry.
+inline int d3(int nsp, int i) { return s3 - nsp + i; }
+
+template <class B> std::vector<index_t> block_strides(B const& b, int nsp) {
+  std::vector<index_t> s;
+  for (int i = 0; i < nsp; ++i) s.push_back(b.str[d3(nsp, i)]);
+  return s;
+}
+
+// Address of global spatial position lo (3-D) of sample 0, channel 0 in block b.
+template <class B> auto at(B const& b, index_t const (&lo)[s3]) {
+  return b.data + (lo[0] - b.org[0]) * b.str[0] + (lo[1] - b.org[1]) * b.str[1] +
+         (lo[2] - b.org[2]) * b.str[2];
+}
+
+void fill_window(conv_job& j, window3 const& w) {
+  for (int i = 0; i < j.nsp; ++i) {
+    int const d = d3(j.nsp, i);
+    j.stride.push_back(w.s[d]);
+    j.dil.push_back(w.d[d] - 1);
+  }
+}
+
+memory::desc weights_md(const_tensor_ref<float> const& w) {
+  return memory::desc(memory::dims(w.shape.begin(), w.shape.end()), onednn::dt::f32,
+                      memory::dims(w.strides.begin(), w.strides.end()));
+}
+
+class onednn_kernels final : public compute_kernels<float> {
+public:
+  onednn_kernels() : ref_(make_reference_kernels<float>()) {}
+
+  compute_provider kind() const noexcept override { return compute_provider::onednn; }
+
+  void conv_forward(const_block_ref<float> x, std::vector<index_t> const& in_extent,
+                    const_tensor_ref<float> w, float const* bias, block_ref<float> y,
+                    box const& out_box, conv_params const& p) override {
+    char const* op = "conv_forward_box (onednn)";
+    int const nsp = spatial_dims(op, "x", x.ref.rank());
+    block3<float const> xb = to_block3(op, "x", x, nsp);
+    block3<float> yb = to_block3(op, "y", y, nsp);
+    conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, w, p);
+    HALOX_REQUIRE(yb.c == cp.cout && yb.n == xb.n, bad,
+                  std::string(op) + ": y " + fmt(y.ref.shape) + " must be [" +
+                      std::to_string(xb.n) + ", " + std::to_string(cp.cout) + ", out...] for x " +
+                      fmt(x.ref.shape) + " and w " + fmt(w.shape));
+    box3 ob = to_box3(op, "out_box", out_box, nsp);
+    require_inside(op, "out_box", ob, cp.w, false);
+    require_covers(op, "y", yb, ob, nsp, "out_box");
+    require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
+    if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0) return;
+    conv_job j;
+    index_t src_lo[s3];
+    if (cp.cin == 0 || !source_region(cp.w, ob, nsp, j, src_lo)) { // windows read padding only
+      ref_->conv_forward(x, in_extent, w, bias, y, out_box, p);
+      return;
+    }
+    j.kind = conv_kind::forward;
+    j.bias = bias != nullptr;
+    finish_job(j, cp, xb, src_lo, w);
+    std::vector<index_t> oext;
+    for (int i = 0; i < nsp; ++i) oext.push_back(ob.extent(d3(nsp, i)));
+    j.usr_dst = onednn::strided_md(xb.n, cp.cout, oext, yb.sn, yb.sc, block_strides(yb, nsp));
+    j.dst_ptr = at(yb, ob.lo);
+    j.wei_ptr = const_cast<float*>(w.data);
+    j.bias_ptr = const_cast<float*>(bias);
+    conv_.run(op, j);
+  }
+
+  void conv_backward_data(const_block_ref<float> dy, std::vector<index_t> const& in_extent,
+                          const_tensor_ref<float> w, block_ref<float> dx, box const& in_box,
+                          conv_params const& p) override {
+    char const* op = "conv_backward_data_box (onednn)";
+    int const nsp = spatial_dims(op, "dx", dx.ref.rank());
+    block3<float> dxb = to_block3(op, "dx", dx, nsp);
+    block3<float const> dyb = to_block3(op, "dy", dy, nsp);
+    conv_problem cp = make_conv_problem(op, nsp, in_extent, dxb.c, w, p);
+    HALOX_REQUIRE(dyb.c == cp.cout && dyb.n == dxb.n, bad,
+                  std::string(op) + ": dy " + fmt(dy.ref.shape) + " must be [" +
+                      std::to_string(dxb.n) + ", " + std::to_string(cp.cout) + ", out...] for dx " +
+                      fmt(dx.ref.shape) + " and w " + fmt(w.shape));
+    box3 ib = to_box3(op, "in_box", in_box, nsp);
+    require_inside(op, "in_box", ib, cp.w, true);
+    require_covers(op, "dx", dxb, ib, nsp, "in_box");
+    box3 const ofp = output_footprint(cp.w, ib);
+    require_covers(op, "dy", dyb, ofp, nsp, "the output footprint of in_box");
+    if (ib.volume() == 0 || dxb.n == 0 || cp.cin == 0) return;
+    if (ofp.volume() == 0 || cp.cout == 0) { // no output reads these inputs: dx = 0
+      ref_->conv_backward_data(dy, in_extent, w, dx, in_box, p);
+      return;
+    }
+    // Local problem: src = in_box, dst = the output footprint, extended with zero dy where the
+    // geometry needs whole windows (then padding is never negative).
+    conv_job j;
+    j.kind = conv_kind::backward_data;
+    j.nsp = nsp;
+    fill_window(j, cp.w);
+    j.src = {dxb.n, cp.cin};
+    j.dst = {dxb.n, cp.cout};
+    j.wei = memory::dims(w.shape.begin(), w.shape.end());
+    memory::dims uext{dxb.n, cp.cout}, offset{0, 0};
+    bool extended = false;
+    std::vector<index_t> iext, fext;
+    for (int i = 0; i < nsp; ++i) {
+      int const d = d3(nsp, i);
+      index_t const s = cp.w.s[d], span = (cp.w.k[d] - 1) * cp.w.d[d] + 1;
+      index_t const len = ib.extent(d);
+      index_t olo = ofp.lo[d], ohi = ofp.hi[d];
+      index_t pl = ib.lo[d] - (olo * s - cp.w.pl[d]);
+      index_t ext_lo = 0;
+      if (pl < 0) {
+        ext_lo = (-pl + s - 1) / s;
+        olo -= ext_lo;
+        pl += ext_lo * s;
+      }
+      index_t pr = (ohi - olo - 1) * s + span - len - pl;
+      if (pr < 0) {
+        index_t const m = (-pr + s - 1) / s;
+        ohi += m;
+        pr += m * s;
+        extended = true;
+      }
+      extended = extended || ext_lo > 0;
+      j.src.push_back(len);
+      j.dst.push_back(ohi - olo);
+      j.pl.push_back(pl);
+      j.pr.push_back(pr);
+      offset.push_back(ext_lo);
+      iext.push_back(len);
+      fext.push_back(ofp.extent(d));
+    }
+    if (!extended) offset.clear();
+    j.usr_src = onednn::strided_md(dxb.n, cp.cin, iext, dxb.sn, dxb.sc, block_strides(dxb, nsp));
+    j.usr_dst = onednn::strided_md(dxb.n, cp.cout, fext, dyb.sn, dyb.sc, block_strides(dyb, nsp));
+    j.dst_offset = offset;
+    j.usr_wei = weights_md(w);
+    j.src_ptr = at(dxb, ib.lo);
+    j.dst_ptr = const_cast<float*>(at(dyb, ofp.lo));
+    j.wei_ptr = const_cast<float*>(w.data);
+    conv_.run(op, j);
+  }
+
+  void conv_backward_weights(const_block_ref<float> x, std::vector<index_t> const& in_extent,
+                             const_block_ref<float> dy, tensor_ref<float> dw, box const& out_box,
+                             conv_params const& p) override {
+    char const* op = "conv_backward_weights_box (onednn)";
+    int const nsp = spatial_dims(op, "x", x.ref.rank());
+    block3<float const> xb = to_block3(op, "x", x, nsp);
+    block3<float const> dyb = to_block3(op, "dy", dy, nsp);
+    conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, dw, p);
+    HALOX_REQUIRE(dyb.c == cp.cout && dyb.n == xb.n, bad,
+                  std::string(op) + ": dy " + fmt(dy.ref.shape) + " must be [" +
+                      std::to_string(xb.n) + ", " + std::to_string(cp.cout) + ", out...] for x " +
+                      fmt(x.ref.shape) + " and dw " + fmt(dw.shape));
+    box3 ob = to_box3(op, "out_box", out_box, nsp);
+    require_inside(op, "out_box", ob, cp.w, false);
+    require_covers(op, "dy", dyb, ob, nsp, "out_box");
+    require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
+    conv_job j;
+    index_t src_lo[s3];
+    if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0 || cp.cin == 0 ||
+        !source_region(cp.w, ob, nsp, j, src_lo))
+      return; // nothing to add
+    j.kind = conv_kind::backward_weights;
+    finish_job(j, cp, xb, src_lo, dw);
+    std::vector<index_t> oext;
+    for (int i = 0; i < nsp; ++i) oext.push_back(ob.extent(d3(nsp, i)));
+    j.usr_dst = onednn::strided_md(xb.n, cp.cout, oext, dyb.sn, dyb.sc, block_strides(dyb, nsp));
+    j.dst_ptr = const_cast<float*>(at(dyb, ob.lo));
+    dw_.resize(static_cast<std::size_t>(element_count(dw.shape)));
+    conv_.run(op, j, dw_.data());
+    add_into(dw);
+  }
+
+  void conv_backward_bias(const_block_ref<float> dy, box const& out_box, float* db) override {
+    ref_->conv_backward_bias(dy, out_box, db);
+  }
+  void pool_forward(const_block_ref<float> x, std::vector<index_t> const& in_extent,
+                    block_ref<float> y, box const& out_box, pool_params const& p) override {
+    if (!pool_.forward(x, in_extent, y, out_box, p))
+      ref_->pool_forward(x, in_extent, y, out_box, p);
+  }
+  void pool_backward(const_block_ref<float> x, const_block_ref<float> dy,
+                     std::vector<index_t> const& in_extent, block_ref<float> dx, box const& in_box,
+                     pool_params const& p) override {
+    if (!pool_.backward(x, dy, in_extent, dx, in_box, p))
+      ref_->pool_backward(x, dy, in_extent, dx, in_box, p);
+  }
+  void relu_forward(const_tensor_ref<float> x, tensor_ref<float> y) override {
+    ref_->relu_forward(x, y);
+  }
+  void relu_backward(const_tensor_ref<float> x, const_tensor_ref<float> dy,
+                     tensor_ref<float> dx) override {
+    ref_->relu_backward(x, dy, dx);
+  }
+  bn_stats bn_partial_stats(const_tensor_ref<float> x) override {
+    return ref_->bn_partial_stats(x);
+  }
+  bn_grad_sums bn_backward_partial(const_tensor_ref<float> x, const_tensor_ref<float> dy,
+                                   bn_moments const& m) override {
+    return ref_->bn_backward_partial(x, dy, m);
+  }
+  void bn_apply(const_tensor_ref<float> x, bn_moments const& m, float const* gamma,
+                float const* beta, tensor_ref<float> y) override {
+    ref_->bn_apply(x, m, gamma, beta, y);
+  }
+  void bn_backward_apply(const_tensor_ref<float> x, const_tensor_ref<float> dy, bn_moments const& m,
+                         float const* gamma, bn_grad_sums const& total, bool training,
+                         tensor_ref<float> dx) override {
+    ref_->bn_backward_apply(x, dy, m, gamma, total, training, dx);
+  }
+  std::string describe() const override { return conv_.describe() + pool_.describe(); }
+
+private:
+  // The input region the outputs `ob` read, clipped to the input, and the zero padding left on
+  // each side (the global padding inside these windows). False when some dimension reads
+  // padding only.
+  static bool source_region(window3 const& w, box3 const& ob, int nsp, conv_job& j,
+                            index_t (&src_lo)[s3]) {
+    j.nsp = nsp;
+    for (int d = 0; d < s3; ++d) src_lo[d] = 0;
+    for (int i = 0; i < nsp; ++i) {
+      int const d = d3(nsp, i);
+      index_t const span = (w.k[d] - 1) * w.d[d] + 1;
+      index_t const g0 = ob.lo[d] * w.s[d] - w.pl[d];
+      index_t const g1 = (ob.hi[d] - 1) * w.s[d] - w.pl[d] + span;
+      index_t const a = std::max<index_t>(g0, 0), b = std::min(g1, w.in[d]);
+      if (b <= a) return false;
+      src_lo[d] = a;
+      j.src.push_back(b - a);
+      j.dst.push_back(ob.extent(d));
+      j.pl.push_back(a - g0);
+      j.pr.push_back(g1 - b);
+    }
+    return true;
+  }
+
+  // Completes a forward / backward-weights job whose source is x at src_lo.
+  template <class W> static void finish_job(conv_job& j, conv_problem const& cp,
+                                            block3<float const> const& xb,
+                                            index_t const (&src_lo)[s3], tensor_ref<W> const& w) {
+    int const nsp = j.nsp;
+    std::vector<index_t> sext(j.src.begin(), j.src.end());
+    j.src.insert(j.src.begin(), {xb.n, cp.cin});
+    j.dst.insert(j.dst.begin(), {xb.n, cp.cout});
+    j.wei = memory::dims(w.shape.begin(), w.shape.end());
+    fill_window(j, cp.w);
+    j.usr_src = onednn::strided_md(xb.n, cp.cin, sext, xb.sn, xb.sc, block_strides(xb, nsp));
+    j.usr_wei = weights_md(const_tensor_ref<float>(w.data, w.shape, w.strides));
+    j.src_ptr = const_cast<float*>(at(xb, src_lo));
+  }
+
+  // dw += the dense [O, I, k...] gradient in dw_ (dw may be strided).
+  void add_into(tensor_ref<float> const& dw) const {
+    std::vector<index_t> i(dw.shape.size(), 0);
+    for (std::size_t k = 0; k < dw_.size(); ++k) {
+      index_t off = 0;
+      for (std::size_t d = 0; d < i.size(); ++d) off += i[d] * dw.strides[d];
+      dw.data[off] += dw_[k];
+      for (int d = static_cast<int>(i.size()) - 1; d >= 0 && ++i[d] == dw.shape[d]; --d) i[d] = 0;
+    }
+  }
+
+  std::unique_ptr<compute_kernels<float>> ref_;
+  onednn::conv_engine conv_;
+  onednn::pool_engine pool_;
+  std::vector<float> dw_;
+};
+
+} // namespace
+
+std::unique_ptr<compute_kernels<float>> make_onednn_kernels() {
+  return std::make_unique<onednn_kernels>();
+}
+
+} // namespace halox::ops::detail

@@ -1,0 +1,41 @@
+#pragma once
+// oneDNN pooling (pooling_v2: max, average with or without the padding, dilation) on boxes of
+// the caller's buffers, in the plain dense layout (the caller's strided views are reordered into
+// it). Max-pooling backward runs the forward pass on the windows of the outputs touching the box
+// to get oneDNN's workspace (the winners) again, as the reference re-evaluates them.
+
+#include "ops/onednn/onednn_common.hpp"
+
+#include <halox/ops/window.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace halox::ops::detail::onednn {
+
+/// Builds, caches and runs pooling primitives.
+class pool_engine {
+public:
+  pool_engine();
+  ~pool_engine();
+  pool_engine(pool_engine const&) = delete;
+  pool_engine& operator=(pool_engine const&) = delete;
+
+  /// As `pool_forward_box`; false when oneDNN cannot express the problem (the caller then
+  /// uses the reference kernel).
+  bool forward(const_block_ref<float> x, std::vector<index_t> const& in_extent, block_ref<float> y,
+               box const& out_box, pool_params const& p);
+  /// As `pool_backward_box`; false as for `forward`.
+  bool backward(const_block_ref<float> x, const_block_ref<float> dy,
+                std::vector<index_t> const& in_extent, block_ref<float> dx, box const& in_box,
+                pool_params const& p);
+  /// One line per problem seen.
+  [[nodiscard]] std::string describe() const;
+
+private:
+  struct plan;
+  std::map<std::string, std::unique_ptr<plan>> plans_;
+};
+
+} // namespace halox::ops::detail::onednn

@@ -1,0 +1,62 @@
+#pragma once
+// The compute-provider seam: the local kernels every operator calls, whichever library runs
+// them. One implementation per folder (src/ops/reference, src/ops/onednn, src/ops/cudnn); the
+// operators and `local_kernels<T>` only see this interface.
+
+#include <halox/ops/provider.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace halox::ops::detail {
+
+/// The local kernels of one provider. Signatures and semantics are those of the reference
+/// `*_box` functions: forward and backward-data overwrite their box, weight and bias gradients
+/// accumulate. Implementations may keep per-shape state (plans, scratch), so an object serves
+/// one thread.
+template <class T> class compute_kernels {
+public:
+  virtual ~compute_kernels() = default;
+  [[nodiscard]] virtual compute_provider kind() const noexcept = 0;
+
+  virtual void conv_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                            const_tensor_ref<T> w, T const* bias, block_ref<T> y,
+                            box const& out_box, conv_params const& p) = 0;
+  virtual void conv_backward_data(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
+                                  const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
+                                  conv_params const& p) = 0;
+  virtual void conv_backward_weights(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                                     const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
+                                     conv_params const& p) = 0;
+  virtual void conv_backward_bias(const_block_ref<T> dy, box const& out_box, T* db) = 0;
+  virtual void pool_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                            block_ref<T> y, box const& out_box, pool_params const& p) = 0;
+  virtual void pool_backward(const_block_ref<T> x, const_block_ref<T> dy,
+                             std::vector<index_t> const& in_extent, block_ref<T> dx,
+                             box const& in_box, pool_params const& p) = 0;
+  virtual void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) = 0;
+  virtual void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx) = 0;
+  virtual bn_stats bn_partial_stats(const_tensor_ref<T> x) = 0;
+  virtual bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                           bn_moments const& m) = 0;
+  virtual void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
+                        tensor_ref<T> y) = 0;
+  virtual void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
+                                 T const* gamma, bn_grad_sums const& total, bool training,
+                                 tensor_ref<T> dx) = 0;
+  /// One line per problem shape: what was chosen and what each candidate cost.
+  [[nodiscard]] virtual std::string describe() const = 0;
+};
+
+/// The reference kernels (src/ops/reference).
+template <class T> std::unique_ptr<compute_kernels<T>> make_reference_kernels();
+/// oneDNN (src/ops/onednn; float only). Defined only when built with oneDNN.
+std::unique_ptr<compute_kernels<float>> make_onednn_kernels();
+/// cuDNN (src/ops/cudnn). Defined only when built with cuDNN.
+template <class T> std::unique_ptr<compute_kernels<T>> make_cudnn_kernels();
+
+/// The kernels of `p` for element type T: `automatic` resolved as `resolve_provider` does.
+template <class T> std::unique_ptr<compute_kernels<T>> make_compute_kernels(compute_provider p);
+
+} // namespace halox::ops::detail

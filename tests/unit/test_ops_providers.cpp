@@ -1,0 +1,341 @@
+// Compute providers against the reference kernels: random convolution and pooling problems in
+// 2-D and 3-D, forward and every backward pass, computed box by box (as a distributed layer's
+// interior and boundary) on strided views whose halo beyond the global boundary holds NaN.
+#include "test_ops_util.hpp"
+
+#include <halox/ops/conv.hpp>
+#include <halox/ops/pool.hpp>
+#include <halox/ops/provider.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+
+namespace ops_test {
+namespace {
+
+namespace ops = halox::ops;
+using ops::compute_provider;
+
+// A tensor [N, C, ext...] stored inside a larger buffer: `margin` extra cells (NaN) on each
+// side of every spatial dimension and one spare channel, so its strides are not the dense ones
+// and a kernel that reads outside the tensor sees NaN.
+template <class T> struct padded {
+  std::vector<index_t> shape, alloc;
+  index_t margin = 0;
+  std::vector<T> buf;
+
+  padded(std::vector<index_t> s, index_t m) : shape(std::move(s)), margin(m) {
+    alloc = shape;
+    alloc[1] += 1;
+    for (std::size_t d = 2; d < alloc.size(); ++d) alloc[d] += 2 * m;
+    buf.assign(static_cast<std::size_t>(ops::element_count(alloc)),
+               std::numeric_limits<T>::quiet_NaN());
+  }
+  index_t offset_of(std::vector<index_t> i) const {
+    for (std::size_t d = 2; d < i.size(); ++d) i[d] += margin;
+    return flat(alloc, i);
+  }
+  void set(std::vector<double> const& v) {
+    for_each_index(shape, [&](std::vector<index_t> const& i) {
+      buf[static_cast<std::size_t>(offset_of(i))] = static_cast<T>(v[flat(shape, i)]);
+    });
+  }
+  std::vector<double> get() const {
+    std::vector<double> v(static_cast<std::size_t>(ops::element_count(shape)));
+    for_each_index(shape, [&](std::vector<index_t> const& i) {
+      v[flat(shape, i)] = buf[static_cast<std::size_t>(offset_of(i))];
+    });
+    return v;
+  }
+  // The whole allocation as a block placed at global origin -margin.
+  ops::block_ref<T> block() {
+    std::vector<index_t> sh = alloc;
+    sh[1] = shape[1];
+    return ops::block_ref<T>(ops::tensor_ref<T>(buf.data(), sh, ops::contiguous_strides(alloc)),
+                             std::vector<index_t>(shape.size() - 2, -margin));
+  }
+};
+
+std::string fmt(std::vector<index_t> const& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+double rel_err(std::vector<double> const& got, std::vector<double> const& want) {
+  double m = 1;
+  for (double v : want) m = std::max(m, std::abs(v));
+  double e = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i])) return std::numeric_limits<double>::infinity();
+    e = std::max(e, std::abs(got[i] - want[i]));
+  }
+  return e / m;
+}
+
+// Cut points splitting [0, e) into an interior and boundary pieces.
+std::vector<std::vector<index_t>> cuts_for(std::vector<index_t> const& ext, std::mt19937_64& g) {
+  std::vector<std::vector<index_t>> c;
+  for (index_t e : ext) {
+    std::uniform_int_distribution<index_t> u(0, e);
+    c.push_back({std::min<index_t>(1, e), u(g), std::max<index_t>(e - 1, 0)});
+    std::sort(c.back().begin(), c.back().end());
+  }
+  return c;
+}
+
+struct conv_case {
+  std::vector<index_t> xs, ws;
+  ops::conv_params p;
+  bool bias = true;
+};
+
+bool draw_conv(std::mt19937_64& g, int nsp, conv_case& c) {
+  auto u = [&](index_t lo, index_t hi) {
+    return std::uniform_int_distribution<index_t>(lo, hi)(g);
+  };
+  index_t const n = u(1, 2), cin = u(1, 6), cout = u(1, 7);
+  c.xs = {n, cin};
+  c.ws = {cout, cin};
+  std::vector<index_t> k, s, pl, ph, d;
+  for (int i = 0; i < nsp; ++i) {
+    c.xs.push_back(nsp == 3 ? u(3, 7) : u(4, 12));
+    k.push_back(u(1, 3));
+    s.push_back(u(1, 2));
+    d.push_back(u(1, 2));
+    pl.push_back(u(0, 2));
+    ph.push_back(u(0, 2));
+  }
+  c.ws.insert(c.ws.end(), k.begin(), k.end());
+  c.p = ops::conv_params{s, pl, ph, d};
+  c.bias = u(0, 1) == 1;
+  try {
+    (void)ops::conv_output_shape(c.xs, c.ws, c.p);
+  } catch (halox::error const&) {
+    return false;
+  }
+  return true;
+}
+
+// Runs every convolution pass with `p` box by box and compares with the reference whole-tensor
+// functions. Returns the largest relative error of the forward, dx and dw/db.
+template <class T>
+double conv_vs_reference(compute_provider prov, conv_case const& c, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  auto const ys = ops::conv_output_shape(c.xs, c.ws, c.p);
+  std::vector<index_t> const in_ext(c.xs.begin() + 2, c.xs.end()),
+      out_ext(ys.begin() + 2, ys.end());
+  auto const xv = random_values(ops::element_count(c.xs), seed + 1);
+  auto const wv = random_values(ops::element_count(c.ws), seed + 2);
+  auto const bv = random_values(c.ws[0], seed + 3);
+  auto const dyv = random_values(ops::element_count(ys), seed + 4);
+  auto const x = as<T>(xv), w = as<T>(wv), b = as<T>(bv), dy = as<T>(dyv);
+  T const* bias = c.bias ? b.data() : nullptr;
+  ops::const_tensor_ref<T> const wr(w.data(), c.ws);
+
+  // reference, whole tensors
+  std::vector<T> y_ref(static_cast<std::size_t>(ops::element_count(ys)));
+  std::vector<T> dx_ref(x.size()), dw_ref(w.size()), db_ref(b.size());
+  ops::conv_forward<T>({x.data(), c.xs}, wr, bias, {y_ref.data(), ys}, c.p);
+  ops::conv_backward_data<T>({dy.data(), ys}, wr, {dx_ref.data(), c.xs}, c.p);
+  ops::conv_backward_weights<T>({x.data(), c.xs}, {dy.data(), ys}, {dw_ref.data(), c.ws}, c.p);
+  ops::conv_backward_bias<T>({dy.data(), ys}, db_ref.data());
+
+  // provider, box by box on strided views
+  ops::local_kernels<T> k(prov);
+  padded<T> xp(c.xs, 2), yp(ys, 1), dyp(ys, 2), dxp(c.xs, 1);
+  xp.set(xv);
+  dyp.set(dyv);
+  std::vector<T> dw(w.size(), T(0)), db(b.size(), T(0));
+  for (auto const& ob : partition(out_ext, cuts_for(out_ext, g))) {
+    k.conv_forward_box(xp.block(), in_ext, wr, bias, yp.block(), ob, c.p);
+    k.conv_backward_weights_box(xp.block(), in_ext, dyp.block(), {dw.data(), c.ws}, ob, c.p);
+    k.conv_backward_bias_box(dyp.block(), ob, db.data());
+  }
+  for (auto const& ib : partition(in_ext, cuts_for(in_ext, g)))
+    k.conv_backward_data_box(dyp.block(), in_ext, wr, dxp.block(), ib, c.p);
+
+  auto d = [](std::vector<T> const& v) { return std::vector<double>(v.begin(), v.end()); };
+  return std::max({rel_err(yp.get(), d(y_ref)), rel_err(dxp.get(), d(dx_ref)),
+                   rel_err(d(dw), d(dw_ref)), rel_err(d(db), d(db_ref))});
+}
+
+template <class T> double pool_vs_reference(compute_provider prov, std::vector<index_t> const& xs,
+                                            ops::pool_params const& p, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  auto const ys = ops::pool_output_shape(xs, p);
+  std::vector<index_t> const in_ext(xs.begin() + 2, xs.end()), out_ext(ys.begin() + 2, ys.end());
+  auto const xv = random_values(ops::element_count(xs), seed + 1);
+  auto const dyv = random_values(ops::element_count(ys), seed + 2);
+  auto const x = as<T>(xv), dy = as<T>(dyv);
+  std::vector<T> y_ref(dy.size()), dx_ref(x.size());
+  ops::pool_forward<T>({x.data(), xs}, {y_ref.data(), ys}, p);
+  ops::pool_backward<T>({x.data(), xs}, {dy.data(), ys}, {dx_ref.data(), xs}, p);
+
+  ops::local_kernels<T> k(prov);
+  padded<T> xp(xs, 3), yp(ys, 1), dyp(ys, 2), dxp(xs, 1);
+  xp.set(xv);
+  dyp.set(dyv);
+  for (auto const& ob : partition(out_ext, cuts_for(out_ext, g)))
+    k.pool_forward_box(xp.block(), in_ext, yp.block(), ob, p);
+  for (auto const& ib : partition(in_ext, cuts_for(in_ext, g)))
+    k.pool_backward_box(xp.block(), dyp.block(), in_ext, dxp.block(), ib, p);
+  auto d = [](std::vector<T> const& v) { return std::vector<double>(v.begin(), v.end()); };
+  return std::max(rel_err(yp.get(), d(y_ref)), rel_err(dxp.get(), d(dx_ref)));
+}
+
+std::vector<compute_provider> host_providers() {
+  std::vector<compute_provider> r;
+  if (ops::provider_built(compute_provider::onednn)) r.push_back(compute_provider::onednn);
+  return r;
+}
+
+// Tolerance of float providers against the float reference (both accumulate in float, in
+// different orders): see docs/providers.md.
+constexpr double float_tol = 2e-5;
+
+} // namespace
+
+TEST(OpsProviders, ConvMatchesReferenceOnStridedBoxes) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  std::mt19937_64 g(11);
+  double worst = 0;
+  for (auto prov : provs)
+    for (int nsp : {2, 3})
+      for (int trial = 0, done = 0; done < (nsp == 2 ? 14 : 8) && trial < 200; ++trial) {
+        conv_case c;
+        if (!draw_conv(g, nsp, c)) continue;
+        ++done;
+        double const e = conv_vs_reference<float>(prov, c, 100 + trial);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, float_tol) << ops::to_string(prov) << " conv x " << fmt(c.xs) << " w "
+                                << fmt(c.ws) << " trial " << trial;
+      }
+  RecordProperty("largest_relative_error", std::to_string(worst));
+  std::printf("largest relative error against the reference: %.3g\n", worst);
+}
+
+TEST(OpsProviders, PoolMatchesReferenceOnStridedBoxes) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  std::mt19937_64 g(5);
+  auto u = [&](index_t lo, index_t hi) {
+    return std::uniform_int_distribution<index_t>(lo, hi)(g);
+  };
+  for (auto prov : provs)
+    for (int nsp : {2, 3})
+      for (int trial = 0; trial < 12; ++trial) {
+        std::vector<index_t> xs{u(1, 2), u(1, 4)};
+        ops::pool_params p;
+        p.kind = trial % 3 == 0 ? ops::pool_kind::average : ops::pool_kind::max;
+        p.count_include_pad = trial % 2 == 0;
+        for (int i = 0; i < nsp; ++i) {
+          xs.push_back(u(4, nsp == 3 ? 7 : 11));
+          index_t const k = u(1, 3);
+          p.kernel.push_back(k);
+          p.stride.push_back(u(1, 2));
+          p.pad_lo.push_back(u(0, k / 2));
+          p.pad_hi.push_back(u(0, k / 2));
+          p.dilation.push_back(p.kind == ops::pool_kind::max ? u(1, 2) : 1);
+        }
+        double e = 0;
+        try {
+          e = pool_vs_reference<float>(prov, xs, p, 300 + trial);
+        } catch (halox::error const& err) { // windows made only of padding: skip the draw
+          continue;
+        }
+        EXPECT_LE(e, float_tol) << ops::to_string(prov) << " pool x " << fmt(xs) << " trial "
+                                << trial;
+      }
+}
+
+TEST(OpsProviders, ResnetShapesMatchReference) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  for (auto prov : provs) {
+    conv_case c2{{2, 16, 14, 14}, {32, 16, 3, 3}, {{1}, {1}, {1}, {}}, true};
+    EXPECT_LE(conv_vs_reference<float>(prov, c2, 1), float_tol);
+    conv_case s2{{2, 8, 15, 15}, {16, 8, 3, 3}, {{2}, {1}, {1}, {}}, false};
+    EXPECT_LE(conv_vs_reference<float>(prov, s2, 2), float_tol);
+    conv_case c3{{1, 8, 6, 7, 8}, {8, 8, 3, 3, 3}, {{1}, {1}, {1}, {}}, true};
+    EXPECT_LE(conv_vs_reference<float>(prov, c3, 3), float_tol);
+  }
+}
+
+TEST(OpsProviders, AutomaticResolvesByTypeAndOnednnRefusesDouble) {
+  EXPECT_EQ(ops::resolve_provider(compute_provider::automatic, halox::dtype::float64),
+            compute_provider::reference);
+  EXPECT_EQ(ops::local_kernels<double>().provider(), compute_provider::reference);
+  if (ops::provider_built(compute_provider::onednn)) {
+    EXPECT_EQ(ops::local_kernels<float>().provider(), compute_provider::onednn);
+    expect_error([] { ops::local_kernels<double> k(compute_provider::onednn); },
+                 {"onednn", "float32 only", "float64", "reference"});
+  } else {
+    expect_error([] { ops::local_kernels<float> k(compute_provider::onednn); },
+                 {"onednn", "not built", "HALOX_ENABLE_ONEDNN"});
+  }
+  if (!ops::provider_built(compute_provider::cudnn))
+    expect_error([] { ops::local_kernels<float> k(compute_provider::cudnn); },
+                 {"cudnn", "not built", "HALOX_ENABLE_CUDNN"});
+  expect_error([] { (void)ops::provider_from_string("mkl"); }, {"mkl", "onednn"});
+  EXPECT_EQ(ops::provider_from_string("onednn"), compute_provider::onednn);
+}
+
+TEST(OpsProviders, ExplicitThreadCountsGiveTheSameResults) {
+  expect_error([] { ops::local_kernels<float> k(compute_provider::reference, -1); },
+               {"threads = -1", "positive"});
+  std::vector<compute_provider> provs{compute_provider::reference};
+  for (auto p : host_providers()) provs.push_back(p);
+  conv_case c{{2, 8, 20, 20}, {8, 8, 3, 3}, {{1}, {1}, {1}, {}}, false};
+  auto const x = as<float>(random_values(6400, 9)), w = as<float>(random_values(576, 10));
+  for (auto prov : provs) {
+    std::vector<std::vector<float>> ys;
+    for (int t : {1, 2}) {
+      ops::local_kernels<float> k(prov, t);
+      EXPECT_EQ(k.threads(), t);
+      ys.emplace_back(x.size());
+      k.conv_forward_box(ops::const_tensor_ref<float>(x.data(), c.xs), {20, 20},
+                         ops::const_tensor_ref<float>(w.data(), c.ws), nullptr,
+                         ops::block_ref<float>(ops::tensor_ref<float>(ys.back().data(), c.xs)),
+                         make_box({0, 0}, {20, 20}), c.p);
+    }
+    std::vector<double> const a(ys[0].begin(), ys[0].end()), b(ys[1].begin(), ys[1].end());
+    EXPECT_LE(rel_err(a, b), float_tol) << ops::to_string(prov);
+  }
+}
+
+TEST(OpsProviders, DescribeReportsChoiceAndCosts) {
+  if (!ops::provider_built(compute_provider::onednn)) GTEST_SKIP() << "oneDNN not built";
+  ops::local_kernels<float> k(compute_provider::onednn);
+  conv_case c{{1, 4, 8, 8}, {4, 4, 3, 3}, {{1}, {1}, {1}, {}}, false};
+  std::vector<float> x(256, 1.f), w(144, 0.5f), y(256);
+  ops::const_tensor_ref<float> const xr(x.data(), c.xs), wr(w.data(), c.ws);
+  k.conv_forward_box(ops::const_block_ref<float>(xr), {8, 8}, wr, nullptr,
+                     ops::block_ref<float>(ops::tensor_ref<float>(y.data(), c.xs)),
+                     make_box({0, 0}, {8, 8}), c.p);
+  EXPECT_FLOAT_EQ(y[9], 18.f); // an interior output: 4 channels x 9 taps x 0.5
+  EXPECT_FLOAT_EQ(y[0], 8.f);  // a corner: 4 x 4 taps x 0.5
+  std::string const d = k.describe();
+  EXPECT_NE(d.find("onednn conv fwd"), std::string::npos) << d;
+  EXPECT_NE(d.find("*"), std::string::npos) << d; // the chosen layout is marked
+  EXPECT_NE(d.find("blocked="), std::string::npos) << d;
+  EXPECT_NE(d.find("plain="), std::string::npos) << d;
+
+  ops::pool_params pp;
+  pp.kernel = {2};
+  std::vector<float> z(64);
+  k.pool_forward_box(ops::const_block_ref<float>(ops::const_tensor_ref<float>(y.data(), c.xs)),
+                     {8, 8}, ops::block_ref<float>(ops::tensor_ref<float>(z.data(), {1, 4, 4, 4})),
+                     make_box({0, 0}, {4, 4}), pp);
+  EXPECT_FLOAT_EQ(z[5], 18.f);
+  EXPECT_NE(k.describe().find("onednn pool fwd"), std::string::npos) << k.describe();
+}
+
+} // namespace ops_test
