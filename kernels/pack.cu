@@ -97,13 +97,25 @@ template <class T, class C> __device__ void combine_words(region_desc const& d, 
                            });
 }
 
+// Combines one region as its element type (a functor, not a lambda: dispatched from the
+// host-and-device visit_dtype, which must not see a constexpr device-only call).
+struct combine_region_fn {
+  region_desc const& d;
+  index_t block;
+  unsigned char* buf;
+  unsigned char const* stream;
+  combine_op op;
+
+  template <class E> __device__ void operator()(E tag) const {
+    using T = typename E::storage;
+    combine_op const o = op;
+    combine_words<T>(d, block, buf, stream, [o](T& x, T v) { combine_elem(E{}, x, v, o); });
+  }
+};
+
 __device__ void combine_region(region_desc const& d, index_t block, unsigned char* buf,
                                unsigned char const* stream, combine_op op) {
-  visit_dtype(static_cast<dtype>(d.type), [&](auto tag) {
-    using T = typename decltype(tag)::storage;
-    combine_words<T>(d, block, buf, stream,
-                     [op](T& x, T v) { combine_elem(decltype(tag){}, x, v, op); });
-  });
+  visit_dtype(static_cast<dtype>(d.type), combine_region_fn{d, block, buf, stream, op});
 }
 
 __global__ void __launch_bounds__(block_threads) pack_kernel(launch_args const a) {

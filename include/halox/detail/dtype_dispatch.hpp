@@ -38,7 +38,11 @@ template <bool BF16> struct half_elem {
   }
 };
 
-/// Calls `f(tag)` with the element tag of `t` and returns its result.
+/// Calls `f(tag)` with the element tag of `t` and returns its result. `f` may be host-only or
+/// device-only: the dispatch itself runs wherever it is called from.
+#ifdef __CUDACC__
+#pragma nv_exec_check_disable
+#endif
 template <class F> HALOX_HD decltype(auto) visit_dtype(dtype t, F&& f) {
   switch (t) {
   case dtype::float32: return f(plain_elem<float>{});
