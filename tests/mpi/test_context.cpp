@@ -297,18 +297,26 @@ TEST(Workspace, ExecutionAllocatesNothing) {
     fill(t, x);
     std::vector<tensor_view> both{tensor_view(t, x)};
     tensor_view const vx(t, x), vy(u, y);
-    h.execute(vx); // first executions may set up lazily inside MPI; halox does not
-    long const before = g_news.load();
-    for (int k = 0; k < 5; ++k) {
-      h.execute(vx);
+    // First executions may set up lazily inside MPI; halox does not.
+    h.execute(vx);
+    h.execute_reverse(vx, reduce_op::max);
+    r.execute(vx, vy);
+    r.execute_inverse(vy, vx);
+    auto count = [&](char const* what, auto&& run) {
+      long const before = g_news.load();
+      for (int k = 0; k < 5; ++k) run();
+      long const during = g_news.load() - before;
+      EXPECT_EQ(during, 0) << to_string(b) << " " << what << " allocated " << during
+                           << " times in 5 executions";
+    };
+    count("halo execute", [&] { h.execute(vx); });
+    count("halo start/wait of a list", [&] {
       h.start(both);
       h.wait();
-      h.execute_reverse(vx, reduce_op::max);
-      r.execute(vx, vy);
-      r.execute_inverse(vy, vx);
-    }
-    long const during = g_news.load() - before;
-    EXPECT_EQ(during, 0) << to_string(b) << " allocated " << during << " times while executing";
+    });
+    count("halo execute_reverse", [&] { h.execute_reverse(vx, reduce_op::max); });
+    count("redistribute execute", [&] { r.execute(vx, vy); });
+    count("redistribute execute_inverse", [&] { r.execute_inverse(vy, vx); });
     EXPECT_EQ(wrong_cells(t, x), 0) << to_string(b);
   }
 }

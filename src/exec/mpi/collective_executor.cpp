@@ -160,7 +160,8 @@ public:
     rtypes_ = mpi_array(n, MPI_Datatype(MPI_BYTE));
     reqs_.assign(1, MPI_REQUEST_NULL);
     info_.push_back({-1, sched_.recv_bytes(), true});
-    bound_.assign(sched_.slots.size(), nullptr);
+    send_bound_.assign(sched_.slots.size(), nullptr);
+    recv_bound_.assign(sched_.slots.size(), nullptr);
   }
 
   [[nodiscard]] backend kind() const noexcept override { return backend::alltoallw; }
@@ -168,8 +169,11 @@ public:
 protected:
   void post(void*) override {
     bool const landing = op_ != combine_op::replace;
-    bool const moved = !std::equal(bound_.begin(), bound_.end(), bufs_);
+    // Each side's struct types are valid for the addresses they were made for; the receive
+    // side is skipped by combining exchanges, so each side keeps its own record.
+    bool const moved = !std::equal(send_bound_.begin(), send_bound_.end(), bufs_);
     void const* sbuf = side(send_types_, sched_.sends, send_abs_, moved, scounts_, stypes_);
+    if (moved) std::copy(bufs_, bufs_ + send_bound_.size(), send_bound_.begin());
     void* rbuf = MPI_BOTTOM;
     if (landing) {
       rbuf = ws(memory_kind::host, landing_);
@@ -181,10 +185,11 @@ protected:
       }
     } else {
       for (std::size_t i = 0; i < sched_.recvs.size(); ++i) rdispls_[sched_.recvs[i].peer] = 0;
+      bool const rmoved = !std::equal(recv_bound_.begin(), recv_bound_.end(), bufs_);
       rbuf =
-          const_cast<void*>(side(recv_types_, sched_.recvs, recv_abs_, moved, rcounts_, rtypes_));
+          const_cast<void*>(side(recv_types_, sched_.recvs, recv_abs_, rmoved, rcounts_, rtypes_));
+      if (rmoved) std::copy(bufs_, bufs_ + recv_bound_.size(), recv_bound_.begin());
     }
-    if (moved) std::copy(bufs_, bufs_ + bound_.size(), bound_.begin());
     HALOX_MPI_CHECK(MPI_Ialltoallw(sbuf, scounts_.data(), sdispls_.data(), stypes_.data(), rbuf,
                                    rcounts_.data(), rdispls_.data(), rtypes_.data(), cfg_.comm,
                                    &reqs_[0]));
@@ -241,7 +246,7 @@ private:
 
   message_types send_types_, recv_types_;
   std::vector<unique_datatype> send_abs_, recv_abs_; // messages spanning several buffers
-  std::vector<void*> bound_;                         // addresses the absolute types were made for
+  std::vector<void*> send_bound_, recv_bound_;       // addresses the absolute types were made for
   std::size_t landing_ = 0;
   std::vector<std::size_t> roff_;
   std::vector<int> scounts_, sdispls_, rcounts_, rdispls_;
