@@ -102,7 +102,7 @@ void collective_check(MPI_Comm comm, std::string const& what, std::function<void
   std::string const d0 = broadcast(rank == 0 ? text : std::string(), 0, comm);
   std::string const dr = broadcast(rank == first ? text : std::string(), first, comm);
   throw error(errc::inconsistent_ranks,
-              what + ": ranks passed different descriptions; " +
+              what + ": ranks passed different global descriptions; " +
                   describe_difference(d0, dr, "rank 0", "rank " + std::to_string(first)) +
                   ". Pass the same values on every rank");
 }
