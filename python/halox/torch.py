@@ -28,9 +28,11 @@ from mpi4py import MPI
 
 import halox
 
-#: Backend of the plans the layers build when none is given ("auto" measures the candidates
-#: once per plan shape and caches the choice).
-DEFAULT_BACKEND = "auto"
+#: Backend of the plans the layers build when none is given. Layers build their plans lazily,
+#: inside the first forward pass of each batch shape, so measuring every candidate there
+#: ("auto") would stall that step; point-to-point packing is the dependable default. Set it to
+#: "auto" (or pass backend= to a layer) to let halox measure.
+DEFAULT_BACKEND = "mpi_pack"
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -38,6 +40,25 @@ DEFAULT_BACKEND = "auto"
 
 def _fail(msg):
     raise halox.Error(msg)
+
+
+def _agree(comm, what, key, problem=None):
+    """One collective call in which every rank shows its ``key`` (batch, channels, dtype) and
+    its local ``problem`` (None if its input is fine): every rank raises the same halox.Error
+    unless all keys match and no rank has a problem. Layers check this before choosing a plan,
+    so that ranks never build or run different plans (which would leave them waiting for
+    each other)."""
+    got = comm.allgather((key, problem))
+    me = comm.Get_rank()
+    for r, (_, p) in enumerate(got):
+        if p is not None:
+            if r == me:
+                _fail(f"{what}: {p}")
+            _fail(f"{what}: rank {r} rejected its input: {p}")
+    if any(k != got[0][0] for k, _ in got):
+        seen = ", ".join(f"rank {r}: {k}" for r, (k, _) in enumerate(got))
+        _fail(f"{what}: the ranks passed different (batch, channels, dtype): {seen}; every rank "
+              "of a spatially parallel model must get the same mini-batch")
 
 
 def _buffer_like(desc, like, zero=True):
@@ -335,29 +356,35 @@ class _HaloedWindowMixin:
 
     def _haloed(self, x):
         nsp = self.grid.ndim
+        problem = None
         if x.dim() != nsp + 2:
-            _fail(f"{self._what}: expected an N x C x {nsp}-d spatial block, got a {x.dim()}-d "
-                  "tensor")
-        key = (x.shape[0], x.shape[1], x.dtype)
+            problem = f"expected an N x C x {nsp}-d spatial block, got a {x.dim()}-d tensor"
+        elif tuple(x.shape[2:]) != self._owned:
+            problem = (f"its block has spatial shape {tuple(x.shape[2:])} but it owns "
+                       f"{self._owned} of input_size {self.input_size}; pass each rank its "
+                       "block (SpatialGrid.local_slices)")
+        if problem is not None:
+            key = None
+        else:
+            key = (x.shape[0], x.shape[1], str(x.dtype).replace("torch.", ""))
+        _agree(self.grid.comm, self._what, key, problem)
         plan = self._plans.get(key)
         if plan is None:
             desc = halox.TensorDesc(self.grid.grid, [x.shape[0], x.shape[1], *self.input_size],
-                                    str(x.dtype).replace("torch.", ""),
-                                    self._window.options(self._periodic))
+                                    key[2], self._window.options(self._periodic))
             plan = halox.HaloPlan(desc, backend=self._backend or DEFAULT_BACKEND,
                                   boundary="untouched" if self._periodic else "constant",
                                   fill_value=self._fill)
+            plan.checks = False  # _agree has just checked the buffer collectively
             self._plans[key] = plan
-        # A wrong local block shape shows up as a wrong buffer shape, which the plan reports on
-        # every rank (a local check here would leave the other ranks waiting).
-        xp = F.pad(x, self._window.pads()) if tuple(x.shape[2:]) == self._owned else x
+        xp = F.pad(x, self._window.pads())
         xh = halo_exchange(xp, plan)
         return xh[(slice(None), slice(None)) + tuple(self._window.local)]
 
     def halo_plan(self, batch, channels, dtype=torch.float32):
         """The plan used for inputs of this batch size, channel count and dtype (None before the
         first forward with them)."""
-        return self._plans.get((batch, channels, dtype))
+        return self._plans.get((batch, channels, str(dtype).replace("torch.", "")))
 
 
 # ---- layers ----------------------------------------------------------------------------------------
@@ -511,7 +538,9 @@ class _DistBatchNorm:
     def forward(self, x):
         self._check_input_dim(x)
         use_batch = self.training or not self.track_running_stats
-        if not use_batch:
+        if use_batch:  # the all-reduce below needs the same channel count and dtype everywhere
+            _agree(self.grid.comm, type(self).__name__, (x.shape[1], str(x.dtype)))
+        else:
             return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                                 False, 0.0, self.eps)
         dims = [0] + list(range(2, x.dim()))
@@ -579,14 +608,20 @@ class SpatialToSample(torch.nn.Module):
         return slice(lo, lo + d.part_size(0, self.grid.rank))
 
     def _plan(self, x):
-        key = (x.shape[0], x.shape[1], x.dtype)
+        owned = tuple(hi - lo for lo, hi in self.grid.split(self.input_size))
+        problem = None
+        if x.dim() != self.grid.ndim + 2 or tuple(x.shape[2:]) != owned:
+            problem = (f"its block has shape {tuple(x.shape)} but it owns {owned} of "
+                       f"input_size {self.input_size}")
+        key = None if problem else (x.shape[0], x.shape[1], str(x.dtype).replace("torch.", ""))
+        _agree(self.grid.comm, "SpatialToSample", key, problem)
         plan = self._plans.get(key)
         if plan is None:
             shape = [x.shape[0], x.shape[1], *self.input_size]
-            dt = str(x.dtype).replace("torch.", "")
-            src = halox.TensorDesc(self.grid.grid, shape, dt)
-            dst = halox.TensorDesc(self._sample_grid, shape, dt)
+            src = halox.TensorDesc(self.grid.grid, shape, key[2])
+            dst = halox.TensorDesc(self._sample_grid, shape, key[2])
             plan = halox.RedistributePlan(src, dst, backend=self._backend or DEFAULT_BACKEND)
+            plan.checks = False  # _agree has just checked the buffer collectively
             self._plans[key] = plan
         return plan
 
