@@ -22,6 +22,13 @@ def main():
         args += ["--no-header", "--tb=short"]
     args += sys.argv[1:] or [here]
     rc = int(pytest.main(args))
+    if os.environ.get("HALOX_REQUIRE_TORCH") == "1":
+        try:
+            import torch  # noqa: F401
+        except ImportError as e:
+            print(f"run_pytest: torch was found at configure time but cannot be imported: {e}",
+                  flush=True)
+            rc = max(rc, 1)
     worst = comm.allreduce(rc, op=MPI.MAX)
     if worst == pytest.ExitCode.NO_TESTS_COLLECTED:
         if comm.Get_rank() == 0:
