@@ -47,10 +47,11 @@ if(Python3_Interpreter_FOUND)
     set(HALOX_MPI4PY_FLAVOUR other)
   endif()
   if(HALOX_MPI4PY_FLAVOUR AND NOT HALOX_MPI4PY_FLAVOUR STREQUAL HALOX_MPI_FLAVOUR)
-    list(APPEND _halox_py_missing
-         "an mpi4py built against this build's MPI (${HALOX_MPI_FLAVOUR}); ${HALOX_PYTHON}'s mpi4py "
-         "runs on ${HALOX_MPI4PY_FLAVOUR}, so configure with -DHALOX_MPI=${HALOX_MPI4PY_FLAVOUR} "
-         "for the Python package")
+    string(CONCAT _halox_mismatch
+           "an mpi4py on this build's MPI (${HALOX_MPI_FLAVOUR}), but ${HALOX_PYTHON}'s mpi4py "
+           "runs on ${HALOX_MPI4PY_FLAVOUR} (build the Python package with "
+           "-DHALOX_MPI=${HALOX_MPI4PY_FLAVOUR})")
+    list(APPEND _halox_py_missing "${_halox_mismatch}")
   endif()
 else()
   list(APPEND _halox_py_missing "a Python 3 interpreter (set HALOX_PYTHON)")
@@ -64,8 +65,8 @@ option(HALOX_ENABLE_PYTHON "Build the Python package (pybind11 extension, halox.
        ${_halox_python_default})
 if(HALOX_ENABLE_PYTHON AND _halox_py_missing)
   list(JOIN _halox_py_missing "; " _halox_py_missing_text)
-  message(FATAL_ERROR "HALOX_ENABLE_PYTHON=ON needs ${_halox_py_missing_text}; install it or "
-                      "turn the option off")
+  message(FATAL_ERROR "HALOX_ENABLE_PYTHON=ON needs ${_halox_py_missing_text}. Install what "
+                      "is missing or configure with -DHALOX_ENABLE_PYTHON=OFF.")
 elseif(NOT HALOX_ENABLE_PYTHON AND _halox_py_missing)
   list(JOIN _halox_py_missing "; " _halox_py_missing_text)
   message(STATUS "halox: Python package not built; it needs ${_halox_py_missing_text}")
