@@ -7,8 +7,6 @@ rank fails the test on every rank, and no rank runs ahead into the next test's c
 import numpy as np
 from mpi4py import MPI
 
-import halox
-
 COMM = MPI.COMM_WORLD
 BACKENDS = ["mpi_pack", "mpi_datatype", "alltoallv"]
 
@@ -125,10 +123,3 @@ def global_array(shape, dtype, seed=1):
 def grid_dims(n, ndim):
     """A grid splitting the first dimensions of an `ndim`-d tensor over `n` ranks."""
     return list(MPI.Compute_dims(n, ndim))
-
-
-def owned(desc, buf):
-    return buf[desc.owned_slices]
-
-
-__all__ = ["halox"]
