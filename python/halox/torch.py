@@ -163,6 +163,39 @@ def halo_exchange(x, plan):
     return _HaloExchange.apply(x, plan)
 
 
+class _OwnedToHaloed(torch.autograd.Function):
+    """The owned block ``x`` placed in a new local buffer of the plan's descriptor whose halos
+    are then exchanged: F.pad followed by halo_exchange, in one copy. Backward: the reverse
+    exchange, then the owned part (every halo cell's gradient has gone to its owner)."""
+
+    @staticmethod
+    def forward(ctx, x, plan):
+        desc = plan.descs[0]
+        y = _buffer_like(desc, x, zero=not _all_halos_written(plan))
+        y[desc.owned_slices] = x.detach()
+        plan.execute(y)
+        ctx.plan = plan
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        plan = ctx.plan
+        desc = plan.descs[0]
+        gb = _buffer_like(desc, g, zero=False)
+        gb.copy_(g)
+        plan.execute_reverse(gb, "sum")
+        return gb[desc.owned_slices], None
+
+
+def _all_halos_written(plan):
+    """True when a forward exchange writes every halo cell (received, or set at a boundary), so
+    a fresh buffer need not be zeroed first."""
+    desc = plan.descs[0]
+    opts = [desc.dist.options(d) for d in range(desc.ndim)]
+    return plan.boundary == halox.BoundaryFill.constant or all(
+        o.periodic or o.halo_lo == o.halo_hi == 0 for o in opts)
+
+
 class _Redistribute(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, plan):
@@ -326,13 +359,6 @@ class _Window:
     def options(self, periodic=False):
         return [None, None] + [halox.DimOptions(lo, hi, periodic) for lo, hi in self.halo]
 
-    def pads(self):
-        """F.pad widths turning an owned block into a local buffer (last dimension first)."""
-        out = []
-        for lo, hi in reversed(self.halo):
-            out += [lo, hi]
-        return out
-
 
 class _HaloedWindowMixin:
     """Shared forward machinery: pad the owned block into the halo buffer, exchange, slice the
@@ -377,8 +403,7 @@ class _HaloedWindowMixin:
                                   fill_value=self._fill)
             plan.checks = False  # _agree has just checked the buffer collectively
             self._plans[key] = plan
-        xp = F.pad(x, self._window.pads())
-        xh = halo_exchange(xp, plan)
+        xh = _OwnedToHaloed.apply(x, plan)
         return xh[(slice(None), slice(None)) + tuple(self._window.local)]
 
     def halo_plan(self, batch, channels, dtype=torch.float32):
