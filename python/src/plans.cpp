@@ -73,11 +73,13 @@ public:
     opts_.fill_value = fill_value;
     opts_.memory = to_memory(memory);
     opts_.tune = to_tune(tune);
-    py::gil_scoped_release nogil;
-    if (ctx.is_none())
-      plan_ = std::make_unique<halox::halo_plan>(descs_, opts_);
+    std::optional<halox::context> const context =
+        ctx.is_none() ? std::nullopt : std::optional<halox::context>(ctx.cast<halox::context>());
+    py::gil_scoped_release nogil; // planning is collective: let other Python threads run
+    if (context)
+      plan_ = std::make_unique<halox::halo_plan>(*context, descs_, opts_);
     else
-      plan_ = std::make_unique<halox::halo_plan>(ctx.cast<halox::context>(), descs_, opts_);
+      plan_ = std::make_unique<halox::halo_plan>(descs_, opts_);
   }
 
   void execute(py::handle xs) {
@@ -164,15 +166,15 @@ public:
       fail("RedistributePlan: src and dst are both needed unless parent= names the communicator "
            "holding both grids (then a rank outside a grid passes None for it)");
     MPI_Comm const parent_comm = parent.is_none() ? MPI_COMM_NULL : to_comm(parent);
+    std::optional<halox::context> const context =
+        ctx.is_none() ? std::nullopt : std::optional<halox::context>(ctx.cast<halox::context>());
     py::gil_scoped_release nogil;
     if (parent_comm != MPI_COMM_NULL)
-      plan_ = ctx.is_none() ? std::make_unique<halox::redistribute_plan>(parent_comm, s, d, opts_)
-                            : std::make_unique<halox::redistribute_plan>(ctx.cast<halox::context>(),
-                                                                         s, d, opts_);
+      plan_ = context ? std::make_unique<halox::redistribute_plan>(*context, s, d, opts_)
+                      : std::make_unique<halox::redistribute_plan>(parent_comm, s, d, opts_);
     else
-      plan_ = ctx.is_none() ? std::make_unique<halox::redistribute_plan>(*s, *d, opts_)
-                            : std::make_unique<halox::redistribute_plan>(ctx.cast<halox::context>(),
-                                                                         *s, *d, opts_);
+      plan_ = context ? std::make_unique<halox::redistribute_plan>(*context, *s, *d, opts_)
+                      : std::make_unique<halox::redistribute_plan>(*s, *d, opts_);
   }
 
   void execute(py::handle src, py::handle dst) {
