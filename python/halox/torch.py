@@ -551,9 +551,76 @@ class DistAvgPool3d(_DistAvgPoolNd, torch.nn.AvgPool3d):
         self._check_avg()
 
 
+def _global_stats(x, comm):
+    """Per-channel mean and (biased) variance of ``x`` over dims N and space of all processes
+    of ``comm``, as float64 NumPy arrays, and the total count. Each process's count, mean and
+    variance (torch.var_mean) are gathered in one call and combined with Chan's formula, which
+    stays accurate when the mean is large against the spread."""
+    c = x.shape[1]
+    dims = [0] + list(range(2, x.dim()))
+    n = x.numel() // c if c else 0
+    mine = np.zeros((3, c))
+    if n:
+        var, mean = torch.var_mean(x.detach(), dims, unbiased=False)
+        mine[1] = mean.double().cpu().numpy()
+        mine[2] = var.double().cpu().numpy()
+    mine[0] = n
+    allp = np.empty((comm.Get_size(), 3, c))
+    comm.Allgather(mine, allp)
+    counts, means, variances = allp[:, 0], allp[:, 1], allp[:, 2]
+    total = counts.sum(0)
+    gmean = (counts * means).sum(0) / total
+    gvar = (counts * (variances + (means - gmean) ** 2)).sum(0) / total
+    return gmean, gvar, float(total[0]) if c else 0.0
+
+
+class _SpatialBatchNorm(torch.autograd.Function):
+    """Batch-norm training step with the global statistics ``mean``, ``var`` (over ``count``
+    cells on all processes of ``comm``): torch's own fused batch_norm normalises. Backward: the
+    two per-channel sums the input gradient needs (of dy, and of dy * (x - mean)) are added
+    over the processes in one all-reduce; the weight and bias gradients are this process's
+    parts, which sync_grads adds up."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, mean, var, count, comm, eps):
+        y = F.batch_norm(x.detach(), mean, var, None if weight is None else weight.detach(),
+                         None if bias is None else bias.detach(), False, 0.0, eps)
+        ctx.save_for_backward(x, weight, mean, torch.rsqrt(var + eps))
+        ctx.comm = comm
+        ctx.count = count
+        ctx.has_bias = bias is not None
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        x, weight, mean, invstd = ctx.saved_tensors
+        c = x.shape[1]
+        dims = [0] + list(range(2, x.dim()))
+        shape = [1, c] + [1] * (x.dim() - 2)
+        xmu = x - mean.reshape(shape)
+        local = torch.stack([g.sum(dims, dtype=torch.float64),
+                             (g * xmu).sum(dims, dtype=torch.float64)]).cpu().numpy()
+        summed = local.copy()
+        ctx.comm.Allreduce(MPI.IN_PLACE, summed, op=MPI.SUM)
+        m = ctx.count
+        sum_g = torch.from_numpy(summed[0]).to(x.dtype).to(x.device)
+        sum_gxmu = torch.from_numpy(summed[1]).to(x.dtype).to(x.device)
+        scale = invstd if weight is None else weight * invstd
+        # dx = w*invstd * (g - sum(g)/M - (x - mean) * invstd^2 * sum(g*(x - mean))/M)
+        dx = g - (sum_g / m).reshape(shape) - xmu * (invstd * invstd * sum_gxmu / m).reshape(shape)
+        dx = dx * scale.reshape(shape)
+        gw = gb = None
+        if weight is not None:
+            local_t = torch.from_numpy(local).to(x.dtype).to(x.device)
+            gw = local_t[1] * invstd
+            gb = local_t[0] if ctx.has_bias else None
+        return dx, gw, gb, None, None, None, None, None
+
+
 class _DistBatchNorm:
-    """Batch norm whose training statistics cover the whole spatial split: the per-channel sums
-    of x and x^2 are added over the grid's processes (one all-reduce), in float64."""
+    """Batch norm whose training statistics cover the whole spatial split (see
+    _SpatialBatchNorm); evaluation with running statistics communicates nothing."""
 
     def _setup_bn(self, grid):
         if not isinstance(grid, SpatialGrid):
@@ -563,35 +630,25 @@ class _DistBatchNorm:
     def forward(self, x):
         self._check_input_dim(x)
         use_batch = self.training or not self.track_running_stats
-        if use_batch:  # the all-reduce below needs the same channel count and dtype everywhere
-            _agree(self.grid.comm, type(self).__name__, (x.shape[1], str(x.dtype)))
-        else:
+        if not use_batch:
             return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                                 False, 0.0, self.eps)
-        dims = [0] + list(range(2, x.dim()))
-        xd = x.double()
-        local = torch.cat([xd.sum(dims), (xd * xd).sum(dims),
-                           xd.new_full((1,), x.numel() / max(1, x.shape[1]))])
-        tot = all_reduce_sum(local, self.grid.comm)
-        c = x.shape[1]
-        count = tot[2 * c].detach()
-        mean = tot[:c] / count
-        var = tot[c:2 * c] / count - mean * mean
+        # The gather below needs the same channel count everywhere.
+        _agree(self.grid.comm, type(self).__name__, (x.shape[1], str(x.dtype)))
+        mean, var, n = _global_stats(x, self.grid.comm)
         if self.training and self.track_running_stats:
             with torch.no_grad():
                 self.num_batches_tracked += 1
                 m = (1.0 / float(self.num_batches_tracked) if self.momentum is None
                      else self.momentum)
-                n = float(count)
-                unbiased = var * (n / max(n - 1.0, 1.0))
-                self.running_mean.mul_(1 - m).add_(mean.to(self.running_mean.dtype), alpha=m)
-                self.running_var.mul_(1 - m).add_(unbiased.to(self.running_var.dtype), alpha=m)
-        shape = [1, c] + [1] * (x.dim() - 2)
-        invstd = torch.rsqrt(var + self.eps).to(x.dtype).reshape(shape)
-        y = (x - mean.to(x.dtype).reshape(shape)) * invstd
-        if self.affine:
-            y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
-        return y
+                unbiased = torch.from_numpy(var * (n / max(n - 1.0, 1.0)))
+                self.running_mean.mul_(1 - m).add_(torch.from_numpy(mean).to(self.running_mean),
+                                                   alpha=m)
+                self.running_var.mul_(1 - m).add_(unbiased.to(self.running_var), alpha=m)
+        mean_t = torch.from_numpy(mean).to(dtype=x.dtype, device=x.device)
+        var_t = torch.from_numpy(var).to(dtype=x.dtype, device=x.device)
+        return _SpatialBatchNorm.apply(x, self.weight, self.bias, mean_t, var_t, n,
+                                       self.grid.comm, self.eps)
 
 
 class DistBatchNorm2d(_DistBatchNorm, torch.nn.BatchNorm2d):
