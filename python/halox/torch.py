@@ -588,6 +588,7 @@ class _SpatialBatchNorm(torch.autograd.Function):
         ctx.save_for_backward(x, weight, mean, torch.rsqrt(var + eps))
         ctx.comm = comm
         ctx.count = count
+        ctx.eps = eps
         ctx.has_bias = bias is not None
         return y
 
@@ -595,12 +596,16 @@ class _SpatialBatchNorm(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):
         x, weight, mean, invstd = ctx.saved_tensors
-        c = x.shape[1]
-        dims = [0] + list(range(2, x.dim()))
-        shape = [1, c] + [1] * (x.dim() - 2)
-        xmu = x - mean.reshape(shape)
-        local = torch.stack([g.sum(dims, dtype=torch.float64),
-                             (g * xmu).sum(dims, dtype=torch.float64)]).cpu().numpy()
+        shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+        # Torch's own backward in evaluation mode, given the global statistics, yields this
+        # process's sum(dy) (the bias gradient) and sum(dy * xhat) (the weight gradient) in one
+        # fused pass; sum(dy * (x - mean)) is the latter over invstd.
+        w = weight if weight is not None else torch.ones_like(invstd)
+        _, gw_local, gb_local = torch.ops.aten.native_batch_norm_backward(
+            g, x, w, mean, 1.0 / (invstd * invstd) - ctx.eps, None, None, False, ctx.eps,
+            [False, True, True])
+        local = np.stack([gb_local.double().cpu().numpy(),
+                          (gw_local.double() / invstd.double()).cpu().numpy()])
         summed = local.copy()
         ctx.comm.Allreduce(MPI.IN_PLACE, summed, op=MPI.SUM)
         m = ctx.count
@@ -608,13 +613,13 @@ class _SpatialBatchNorm(torch.autograd.Function):
         sum_gxmu = torch.from_numpy(summed[1]).to(x.dtype).to(x.device)
         scale = invstd if weight is None else weight * invstd
         # dx = w*invstd * (g - sum(g)/M - (x - mean) * invstd^2 * sum(g*(x - mean))/M)
-        dx = g - (sum_g / m).reshape(shape) - xmu * (invstd * invstd * sum_gxmu / m).reshape(shape)
-        dx = dx * scale.reshape(shape)
-        gw = gb = None
-        if weight is not None:
-            local_t = torch.from_numpy(local).to(x.dtype).to(x.device)
-            gw = local_t[1] * invstd
-            gb = local_t[0] if ctx.has_bias else None
+        #    = g * a + x * b + c, per channel
+        b = -scale * invstd * invstd * sum_gxmu / m
+        shift = -scale * sum_g / m - mean * b
+        dx = x * b.reshape(shape)
+        dx.add_(shift.reshape(shape)).addcmul_(g, scale.reshape(shape))
+        gw = gw_local if weight is not None else None
+        gb = gb_local if ctx.has_bias else None
         return dx, gw, gb, None, None, None, None, None
 
 
