@@ -1,0 +1,14 @@
+#pragma once
+/// \file bindings.hpp
+/// The parts of the halox._halox module, each defined in its own file.
+
+#include <pybind11/pybind11.h>
+
+namespace halox_py {
+
+/// Enums, boxes, grids, distributions, tensor descriptors, contexts (descriptors.cpp).
+void bind_descriptors(pybind11::module_& m);
+/// Halo, redistribution and box-gather plans; gather and scatter (plans.cpp).
+void bind_plans(pybind11::module_& m);
+
+} // namespace halox_py
