@@ -284,9 +284,10 @@ TEST(PlanChurn, NothingAccumulatesOverThousandsOfPlans) {
   EXPECT_GT(before.comms, 0) << "no communicator creation was counted";
   EXPECT_GT(g_types_made, 0) << "no datatype creation was counted";
   EXPECT_GT(g_requests_made, 0) << "no persistent request creation was counted";
-  if (rss_meaningful)
+  if (rss_meaningful) {
     EXPECT_LE(after.rss_bytes, before.rss_bytes + rss_slack_bytes)
         << "resident memory grew by " << (after.rss_bytes - before.rss_bytes) << " bytes";
+  }
 }
 
 } // namespace
