@@ -6,6 +6,7 @@
 #include <halox/dtype.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace halox::detail {
 
@@ -16,7 +17,15 @@ enum class combine_op : std::uint8_t { replace, sum, max, min };
 template <class T> HALOX_HD inline void combine_value(T& dst, T src, combine_op op) {
   switch (op) {
   case combine_op::replace: dst = src; break;
-  case combine_op::sum: dst = static_cast<T>(dst + src); break;
+  case combine_op::sum:
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      // Wrap around like MPI_SUM does on the hardware: signed overflow is undefined behaviour.
+      using U = std::make_unsigned_t<T>;
+      dst = static_cast<T>(static_cast<U>(static_cast<U>(dst) + static_cast<U>(src)));
+    } else {
+      dst = static_cast<T>(dst + src);
+    }
+    break;
   case combine_op::max: dst = dst < src ? src : dst; break;
   case combine_op::min: dst = src < dst ? src : dst; break;
   }

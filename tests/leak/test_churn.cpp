@@ -45,6 +45,19 @@ void operator delete(void* p) noexcept {
   std::free(p);
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+// The other forms too: under AddressSanitizer the ones not defined here come from its runtime,
+// which would see our free() of its operator new as a mismatch.
+void* operator new(std::size_t n, std::nothrow_t const&) noexcept {
+  void* p = std::malloc(n ? n : 1);
+  if (p) ++g_live_news;
+  return p;
+}
+void operator delete(void* p, std::nothrow_t const&) noexcept { operator delete(p); }
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new[](std::size_t n, std::nothrow_t const& t) noexcept { return operator new(n, t); }
+void operator delete[](void* p) noexcept { operator delete(p); }
+void operator delete[](void* p, std::size_t) noexcept { operator delete(p); }
+void operator delete[](void* p, std::nothrow_t const&) noexcept { operator delete(p); }
 
 // ---- live MPI handles, by PMPI interposition
 // -----------------------------------------------------
