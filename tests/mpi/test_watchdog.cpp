@@ -184,7 +184,7 @@ TEST(MismatchMessages, ExplicitPartSizesAppearInDescriptions) {
   dim_options o;
   o.sizes = sizes;
   tensor_desc const t(g, {2 * world_size() + 1}, dtype::float32, {o});
-  EXPECT_NE(t.dist().str().find("sizes0(3,"), std::string::npos) << t.dist().str();
+  EXPECT_NE(t.dist().str().find("sizes0(3"), std::string::npos) << t.dist().str();
 }
 
 } // namespace
