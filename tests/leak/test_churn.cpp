@@ -10,7 +10,7 @@
 // halox creates and frees handles with, and each forwards to its PMPI_ twin. The executable
 // exports its symbols (ENABLE_EXPORTS), so the wrappers also catch the calls of a shared halox.
 //
-// Rounds: HALOX_CHURN_ROUNDS (default 60) after HALOX_CHURN_WARMUP (default 4).
+// Rounds: HALOX_CHURN_ROUNDS (default 200) after HALOX_CHURN_WARMUP (default 4).
 #include "support/mpi_helpers.hpp"
 
 #include <halox/box_gather.hpp>
@@ -270,7 +270,7 @@ constexpr bool rss_meaningful = true;
 
 TEST(PlanChurn, NothingAccumulatesOverThousandsOfPlans) {
   int const warmup = std::max(1, env_int("HALOX_CHURN_WARMUP", 4));
-  int const rounds = std::max(1, env_int("HALOX_CHURN_ROUNDS", 60));
+  int const rounds = std::max(1, env_int("HALOX_CHURN_ROUNDS", 200));
   process_grid by_rows(MPI_COMM_WORLD, {world_size(), 1}),
       by_cols(MPI_COMM_WORLD, {1, world_size()});
   tensor_desc const rows = make_tensor(by_rows), cols = make_tensor(by_cols);
