@@ -19,7 +19,8 @@ template <class T> HALOX_HD inline void combine_value(T& dst, T src, combine_op 
   case combine_op::replace: dst = src; break;
   case combine_op::sum:
     if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-      // Wrap around like MPI_SUM does on the hardware: signed overflow is undefined behaviour.
+      // Signed overflow is undefined behaviour: add in the unsigned type, which wraps around
+      // (two's complement, as MPI_SUM does in practice), so an overflowing sum is still defined.
       using U = std::make_unsigned_t<T>;
       dst = static_cast<T>(static_cast<U>(static_cast<U>(dst) + static_cast<U>(src)));
     } else {
