@@ -6,6 +6,7 @@
 #include <halox/dtype.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace halox::detail {
 
@@ -16,7 +17,16 @@ enum class combine_op : std::uint8_t { replace, sum, max, min };
 template <class T> HALOX_HD inline void combine_value(T& dst, T src, combine_op op) {
   switch (op) {
   case combine_op::replace: dst = src; break;
-  case combine_op::sum: dst = static_cast<T>(dst + src); break;
+  case combine_op::sum:
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      // Signed overflow is undefined behaviour: add in the unsigned type, which wraps around
+      // (two's complement, as MPI_SUM does in practice), so an overflowing sum is still defined.
+      using U = std::make_unsigned_t<T>;
+      dst = static_cast<T>(static_cast<U>(static_cast<U>(dst) + static_cast<U>(src)));
+    } else {
+      dst = static_cast<T>(dst + src);
+    }
+    break;
   case combine_op::max: dst = dst < src ? src : dst; break;
   case combine_op::min: dst = src < dst ? src : dst; break;
   }

@@ -24,8 +24,20 @@ void* operator new(std::size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
+void* operator new(std::size_t n, std::nothrow_t const&) noexcept {
+  ++g_news;
+  return std::malloc(n ? n : 1);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// The nothrow forms too: under AddressSanitizer the ones not defined here come from its runtime,
+// which would see our free() of its operator new as a mismatch.
+void operator delete(void* p, std::nothrow_t const&) noexcept { std::free(p); }
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new[](std::size_t n, std::nothrow_t const& t) noexcept { return operator new(n, t); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::nothrow_t const&) noexcept { std::free(p); }
 
 namespace {
 
