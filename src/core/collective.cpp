@@ -9,13 +9,14 @@ namespace halox {
 
 void check_collectively(MPI_Comm comm, std::string const& what,
                         std::function<void()> const& validate,
-                        std::function<std::uint64_t()> const& description_hash) {
+                        std::function<std::uint64_t()> const& description_hash,
+                        std::function<std::string()> const& describe) {
   HALOX_REQUIRE(comm != MPI_COMM_NULL, errc::invalid_argument,
                 what + ": check_collectively was given MPI_COMM_NULL; pass the communicator "
                        "every participating rank shares (a grid's comm())");
   detail::collective_check(
       comm, what, validate ? validate : [] {},
-      [&] { return description_hash ? description_hash() : 0u; });
+      [&] { return description_hash ? description_hash() : 0u; }, describe);
 }
 
 void validate_view(tensor_view const& v, tensor_desc const& expected, std::string const& what) {

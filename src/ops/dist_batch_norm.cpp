@@ -44,6 +44,11 @@ template <class T> struct dist_batch_norm<T>::impl {
           h = (h ^ static_cast<std::uint64_t>(pp.eps * 1e12)) * 1099511628211ull;
           h = (h ^ static_cast<std::uint64_t>(pp.momentum * 1e12)) * 1099511628211ull;
           return (h ^ (pp.training ? 1u : 0u)) * 1099511628211ull;
+        },
+        [&] {
+          return std::string("statistics=") + (md == bn_stats_mode::global ? "global" : "local") +
+                 "; eps=" + std::to_string(pp.eps) + "; momentum=" + std::to_string(pp.momentum) +
+                 "; training=" + (pp.training ? "yes" : "no");
         });
     std::vector<bool> keep(static_cast<std::size_t>(x.ndim()), true);
     keep[1] = false;

@@ -45,6 +45,24 @@ void validate(std::string const& what, tensor_desc const& x) {
                       "boundary. Describe a circular padding as part of the input instead");
 }
 
+// The replicated parameters as "name=value; ..." for mismatch errors that say what differs.
+std::string params_text(std::vector<win1> const& win, index_t cout, boundary_fill f,
+                        dist_options const& o) {
+  std::string t;
+  for (std::size_t i = 0; i < win.size(); ++i) {
+    auto const& w = win[i];
+    std::string const d = " of spatial dim " + std::to_string(i) + "=";
+    t += "kernel" + d + std::to_string(w.k) + "; stride" + d + std::to_string(w.s) + "; padding" +
+         d + std::to_string(w.pl) + "," + std::to_string(w.ph) + "; dilation" + d +
+         std::to_string(w.dil) + "; output extent" + d + std::to_string(w.out) + "; ";
+  }
+  t += "output channels=" + std::to_string(cout) +
+       "; boundary=" + (f == boundary_fill::constant ? "constant" : "untouched") +
+       "; overlap=" + (o.overlap ? "on" : "off") + "; backend=" + to_string(o.method) +
+       "; provider=" + std::to_string(static_cast<int>(o.provider));
+  return t;
+}
+
 std::uint64_t params_hash(std::vector<win1> const& win, index_t cout, bool xb, boundary_fill f,
                           dist_options const& o) {
   std::uint64_t h = 0x9e3779b97f4a7c15ull;
@@ -84,7 +102,8 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
         validate(name, x);
         check_host_provider(name, opt);
       },
-      [&] { return params_hash(win, out_channels, x_for_backward, fill, opt); });
+      [&] { return params_hash(win, out_channels, x_for_backward, fill, opt); },
+      [&] { return params_text(win, out_channels, fill, opt); });
   distribution const& xd = x.dist();
   int const nd = xd.ndim(), nsp = nd - 2;
   HALOX_REQUIRE(static_cast<int>(win.size()) == nsp, errc::internal,
