@@ -78,6 +78,23 @@ TEST(TopologyGrid, ReorderedGridFollowsMappingAndMatchesOracle) {
   expect_halo_matches_oracle(g, {8, 64}, true);
 }
 
+// 8 ranks, 2 fake nodes of 4 on a 2x4 grid over an 8x32 tensor (4x8 blocks): row-major puts a
+// grid row on each node, 4 faces across dim 0 of 2 x 8 x 4 = 64 bytes cross (256); 2x2 (or 2x1)
+// node boxes cut 2 faces across dim 1 of 2 x 4 x 4 = 32 bytes (64).
+TEST(TopologyGrid, EightRanksGetNodeBoxes) {
+  if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  auto o = fake(2);
+  o.element_size = 4;
+  auto const g = process_grid::create(MPI_COMM_WORLD, {2, 4}, {8, 32}, {1, 1}, {1, 1}, {}, o);
+  auto const& m = g.topology().mapping;
+  EXPECT_TRUE(m.reordered);
+  EXPECT_EQ(m.before.inter_node, 256);
+  EXPECT_EQ(m.after.inter_node, 64);
+  EXPECT_EQ(world_ranks_in_grid_order(g), m.process_of);
+  expect_halo_matches_oracle(g, {8, 32}, false);
+  expect_halo_matches_oracle(g, {8, 32}, true);
+}
+
 // Every grid the rank count allows, with 2 fake nodes: never more inter-node bytes than the
 // caller's order, the communicator follows the mapping, and halos still match the oracle.
 TEST(TopologyGrid, NeverWorseThanCallerOrder) {
