@@ -216,3 +216,12 @@ TEST(TopologyMap, ErrorsNameTheValue) {
     EXPECT_NE(std::string(e.what()).find("not a permutation"), std::string::npos) << e.what();
   }
 }
+
+TEST(TopologyMap, ReportLine) {
+  topology_report r;
+  EXPECT_EQ(r.str(), "topology: not reordered (not requested)");
+  r.requested = true;
+  r.mapping = map_grid(uniform_machine(2, 1, 6), {3, 4}, {1, 1});
+  EXPECT_EQ(r.str(), "topology: 2 node(s), 2 socket(s); reordered; inter-node bytes 5 -> 3, "
+                     "inter-socket bytes 0 -> 0");
+}
