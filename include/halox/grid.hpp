@@ -4,6 +4,7 @@
 
 #include <halox/box.hpp>
 #include <halox/detail/mpi_handle.hpp>
+#include <halox/topology.hpp>
 
 #include <memory>
 #include <vector>
@@ -61,6 +62,16 @@ public:
   /// every rank must pass the same `dims` (checked: a mismatch throws on every rank).
   process_grid(MPI_Comm comm, std::vector<int> dims);
 
+  /// Collective. Like the constructor above, with `opts`: when `opts.reorder` is
+  /// `topology_reorder::nodes`, the processes are placed on the grid by `map_grid` so that each
+  /// node (then socket) holds a compact sub-block and fewer halo bytes cross nodes: `comm()` then
+  /// numbers them in grid order (rank = row-major grid position), which may differ from the
+  /// caller's. Nodes are the groups of MPI_COMM_TYPE_SHARED (or `opts.fake_nodes` /
+  /// HALOX_FAKE_NODES runs of consecutive ranks), sockets those of the cores each process is
+  /// bound to (hwloc; unknown: one per node). Every rank must pass the same options (checked);
+  /// a bad option or HALOX_FAKE_NODES value throws `halox::error` on every rank.
+  process_grid(MPI_Comm comm, std::vector<int> dims, grid_options const& opts);
+
   /// Collective. Like the constructor, but zeros in `dims` are chosen by `choose_grid` for a
   /// tensor of `shape` with the given per-dimension halo widths (none periodic).
   [[nodiscard]] static process_grid create(MPI_Comm comm, std::vector<int> dims,
@@ -75,6 +86,19 @@ public:
                                            std::vector<int> const& halo_lo,
                                            std::vector<int> const& halo_hi,
                                            std::vector<bool> const& periodic);
+  /// Collective. Like the above, with `opts` (see the constructor taking `grid_options`): the
+  /// halo bytes per face come from `shape`, the halo widths and `opts.element_size` unless
+  /// `opts.face_bytes` gives them; `periodic` replaces `opts.periodic`.
+  [[nodiscard]] static process_grid
+  create(MPI_Comm comm, std::vector<int> dims, std::vector<index_t> const& shape,
+         std::vector<int> const& halo_lo, std::vector<int> const& halo_hi,
+         std::vector<bool> const& periodic, grid_options const& opts);
+
+  /// What the grid did about the machine: `requested` is false unless it was built with
+  /// `topology_reorder::nodes`; then `mapping` holds the placement (`process_of[g]`: the rank,
+  /// in the caller's communicator, of the process at grid position g) and its inter-node and
+  /// inter-socket bytes before (caller's order) and after. The same on every rank.
+  [[nodiscard]] topology_report const& topology() const noexcept;
 
   /// The grid's own communicator (a duplicate of the caller's).
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_->get(); }
@@ -100,7 +124,10 @@ public:
   [[nodiscard]] communicator sub_comm(std::vector<bool> const& keep) const;
 
 private:
+  void reorder_by_topology(grid_options const& opts);
+
   std::shared_ptr<communicator> comm_;
+  std::shared_ptr<topology_report const> topology_;
   std::vector<int> dims_;
   int rank_ = 0;
   int size_ = 1;
