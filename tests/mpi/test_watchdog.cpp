@@ -5,6 +5,7 @@
 #include "support/mpi_helpers.hpp"
 
 #include <halox/halox.hpp>
+#include <halox/ops/distributed.hpp>
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -179,6 +180,19 @@ TEST(MismatchMessages, DifferingFieldIsNamedWithBothValues) {
   tensor_desc const t(g, {8, 8}, dtype::float32, {dim_options::halo(1), dim_options::halo(1)});
   expect_error_everywhere([&] { halo_plan p(t, a); }, errc::inconsistent_ranks,
                           "boundary: untouched on rank 0, constant on rank 1");
+}
+
+TEST(MismatchMessages, OperatorParametersThatDifferAreNamed) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  process_grid g(MPI_COMM_WORLD, {1, 1, world_size(), 1});
+  tensor_desc const x(g, {1, 2, 4 * world_size(), 6}, dtype::float32);
+  index_t const pad = world_rank() == 1 ? 2 : 1;
+  ops::conv_params const cp{{}, {pad}, {pad}, {}};
+  expect_error_everywhere(
+      [&] {
+        ops::dist_conv<float> conv(x, {3, 2, 3, 3}, cp);
+      },
+      errc::inconsistent_ranks, "padding of spatial dim 0: 1,1 on rank 0, 2,2 on rank 1");
 }
 
 TEST(MismatchMessages, ExplicitPartSizesAppearInDescriptions) {
