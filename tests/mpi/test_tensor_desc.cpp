@@ -378,7 +378,7 @@ TEST(TensorDescErrors, RanksPassDifferentDescriptions) {
   if (n == 1) GTEST_SKIP() << "needs two ranks to disagree";
   int const me = world_rank();
   auto const grid = process_grid(MPI_COMM_WORLD, {n, 1});
-  std::string const msg = "tensor_desc: ranks passed different descriptions";
+  std::string const msg = "tensor_desc: ranks passed different global descriptions";
   // Each rank's input is valid on its own; only rank 0's (or the last rank's) differs.
   expect_error_everywhere(
       [&] {
