@@ -136,9 +136,8 @@ void plan_engine::agree_execute_round(int direction, std::exception_ptr const& l
   HALOX_MPI_CHECK(MPI_Comm_rank(cfg_.comm, &rank));
   long long const key = 2LL * cfg_.tag + direction;
   long long in[3] = {local ? rank + 1LL : 0LL, key, -key}, out[3] = {0, 0, 0};
-  MPI_Request req = MPI_REQUEST_NULL;
-  HALOX_MPI_CHECK(MPI_Iallreduce(in, out, 3, MPI_LONG_LONG, MPI_MAX, cfg_.comm, &req));
-  wait_bounded(req, cfg_.timeout, "the execute-time check (HALOX_CHECK) of a plan");
+  allreduce_bounded(in, out, 3, MPI_LONG_LONG, MPI_MAX, cfg_.comm, cfg_.timeout,
+                    "the execute-time check (HALOX_CHECK) of a plan");
   if (local) std::rethrow_exception(local);
   if (out[0] != 0)
     throw error(errc::invalid_argument,

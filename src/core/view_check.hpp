@@ -8,6 +8,15 @@
 
 namespace halox::detail {
 
+/// True when `v` is a buffer for a tensor laid out exactly like `expected` and large enough:
+/// the condition every check below enforces, cheap enough for every execution.
+inline bool view_matches(tensor_view const& v, tensor_desc const& expected) {
+  return v.desc != nullptr &&
+         (v.desc == &expected ||
+          (v.desc->dist() == expected.dist() && v.desc->strides() == expected.strides())) &&
+         v.bytes >= expected.local_bytes() && (expected.local_bytes() == 0 || v.data != nullptr);
+}
+
 /// Throws `halox::error` unless `v` is a buffer for a tensor laid out exactly like `expected`
 /// (same global description and local strides) and large enough. `what` names the argument.
 inline void check_view(tensor_view const& v, tensor_desc const& expected, std::string const& what) {
@@ -32,12 +41,7 @@ inline void check_view(tensor_view const& v, tensor_desc const& expected, std::s
 /// `what`); builds no string unless the view is rejected, so it may run on every execution.
 inline void check_view(tensor_view const& v, tensor_desc const& expected, char const* what,
                        int index) {
-  bool const ok =
-      v.desc != nullptr &&
-      (v.desc == &expected ||
-       (v.desc->dist() == expected.dist() && v.desc->strides() == expected.strides())) &&
-      v.bytes >= expected.local_bytes() && (expected.local_bytes() == 0 || v.data != nullptr);
-  if (!ok)
+  if (!view_matches(v, expected))
     check_view(v, expected,
                index < 0 ? std::string(what) : std::string(what) + " " + std::to_string(index));
 }

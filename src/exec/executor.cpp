@@ -66,6 +66,13 @@ void wait_bounded(MPI_Request& req, double timeout, char const* what) {
   }
 }
 
+void allreduce_bounded(void const* in, void* out, int n, MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm, double timeout, char const* what) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  HALOX_MPI_CHECK(MPI_Iallreduce(in, out, n, type, op, comm, &req));
+  wait_bounded(req, timeout, what);
+}
+
 void executor::wait_all(std::size_t first, std::size_t n) {
   if (n == 0) return;
   if (cfg_.timeout <= 0) {
@@ -152,10 +159,7 @@ void executor::start(void* const* bufs, combine_op op, void* stream, bool revers
   bufs_ = bufs;
   op_ = op;
   reverse_ = reverse;
-  if (cfg_.timeout > 0) {
-    if (done_.size() != reqs_.size()) done_.assign(reqs_.size(), 0); // plan time: first start
-    std::fill(done_.begin(), done_.end(), 0);
-  }
+  if (cfg_.timeout > 0) std::fill(done_.begin(), done_.end(), 0);
   in_flight_ = true;
   try {
     post(stream);
@@ -184,6 +188,8 @@ void executor::bind_workspace(workspace_bases const& bases) {
   if (bound_ && bases == ws_) return;
   ws_ = bases;
   bound_ = true;
+  // The watchdog's per-request flags are sized here, at plan time, never on the first start.
+  done_.assign(reqs_.size(), 0);
   on_bind();
 }
 
@@ -192,13 +198,13 @@ bool executor::abandon(double grace) noexcept {
   if (!mpi_alive()) return true;
   auto const n = static_cast<int>(reqs_.size());
   auto all_done = [&](double seconds) {
-    auto const until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    auto const until = deadline_after(seconds);
     do {
       int done = 0;
       if (n == 0 || MPI_Testall(n, reqs_.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
         return n == 0;
       if (done) return true;
-    } while (std::chrono::steady_clock::now() < until);
+    } while (clock_type::now() < until);
     return false;
   };
   // Peers that still take part complete the exchange within moments.

@@ -44,6 +44,10 @@ struct request_info {
 /// throws `halox::error` (errc::timeout) with `what()` + " did not complete". For the collective
 /// rounds of plan construction (autotuning), which post nonblocking collectives.
 void wait_bounded(MPI_Request& req, double timeout, char const* what);
+/// MPI_Allreduce as a nonblocking all-reduce completed by `wait_bounded` (`in` may be
+/// MPI_IN_PLACE).
+void allreduce_bounded(void const* in, void* out, int n, MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm, double timeout, char const* what);
 
 /// Offsets of the areas an executor reserved in a workspace, per kind of memory.
 class workspace_layout {

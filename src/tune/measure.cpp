@@ -216,9 +216,8 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
       }
     }
     double built[2] = {e ? 0.0 : 1.0, now() - t0};
-    MPI_Request req = MPI_REQUEST_NULL;
-    HALOX_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, built, 2, MPI_DOUBLE, MPI_MAX, cfg.comm, &req));
-    wait_bounded(req, cfg.timeout, "an autotuning round (building a candidate)");
+    allreduce_bounded(MPI_IN_PLACE, built, 2, MPI_DOUBLE, MPI_MAX, cfg.comm, cfg.timeout,
+                      "an autotuning round (building a candidate)");
     elapsed = built[1];
     if (built[0] != 0.0) {
       r.status = candidate_status::unavailable;
@@ -226,6 +225,7 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
       continue;
     }
     for (int w = 0; w < set.warmup; ++w) run(*e);
+    MPI_Request req = MPI_REQUEST_NULL;
     HALOX_MPI_CHECK(MPI_Ibarrier(cfg.comm, &req));
     wait_bounded(req, cfg.timeout, "an autotuning round (the barrier before timing)");
     for (int k = 0; k < set.trials; ++k) {
@@ -234,9 +234,8 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
       times[k] = now() - a + (hooks.skew ? hooks.skew(b, k) : 0.0);
     }
     times[set.trials] = now() - t0;
-    HALOX_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, times.data(), set.trials + 1, MPI_DOUBLE, MPI_MAX,
-                                   cfg.comm, &req));
-    wait_bounded(req, cfg.timeout, "an autotuning round (the trial times)");
+    allreduce_bounded(MPI_IN_PLACE, times.data(), set.trials + 1, MPI_DOUBLE, MPI_MAX, cfg.comm,
+                      cfg.timeout, "an autotuning round (the trial times)");
     elapsed = times[set.trials];
     r.median = median(std::vector<double>(times.begin(), times.begin() + set.trials));
     r.status = candidate_status::measured;
