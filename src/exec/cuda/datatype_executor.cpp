@@ -23,17 +23,13 @@ class device_datatype_executor final : public executor {
 public:
   device_datatype_executor(schedule s, exec_config const& cfg)
       : executor(std::move(s), cfg), pack_(sched_, {false, true, cfg.fill_value, true}, cfg_.ctx),
-        ready_(make_sync_event()), send_types_(sched_, sched_.sends),
-        recv_types_(sched_, sched_.recvs) {
+        ready_(make_sync_event()), types_(sched_) {
     require_cuda_aware_mpi(cfg_.comm, kind());
     stream_area_ = reserve(memory_kind::device, pack_.stream_bytes());
-    nrecv_ = recv_types_.total_parts();
-    reqs_.assign(nrecv_ + send_types_.total_parts(), MPI_REQUEST_NULL);
-    for (std::size_t i = 0; i < sched_.recvs.size(); ++i)
-      for (auto const& p : recv_types_.parts(i)) info_.push_back({sched_.recvs[i].peer, p.bytes});
-    for (std::size_t i = 0; i < sched_.sends.size(); ++i)
-      for (auto const& p : send_types_.parts(i))
-        info_.push_back({sched_.sends[i].peer, p.bytes, false});
+    for (auto const o : pack_.layout().recv_offset)
+      landing_offset_.push_back(static_cast<std::size_t>(o));
+    reqs_.assign(types_.requests(), MPI_REQUEST_NULL);
+    types_.describe(info_);
   }
 
   [[nodiscard]] backend kind() const noexcept override { return backend::device_mpi_datatype; }
@@ -46,51 +42,36 @@ protected:
   void post(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
     bool const combine = op_ != combine_op::replace;
-    order_.after_previous_unpack(st, nrecv_ > 0 && combine);
+    std::size_t const nr = types_.recv_requests();
+    order_.after_previous_unpack(st, nr > 0 && combine);
     pack_.pack(bufs_, st); // local-copy sources
     if (!reqs_.empty()) {
       // MPI reads and writes the caller's buffers directly: the stream's earlier work first.
       HALOX_CUDA_CHECK(cudaEventRecord(ready_.get(), st));
       HALOX_CUDA_CHECK(cudaEventSynchronize(ready_.get()));
     }
-    auto const& l = pack_.layout();
-    std::size_t k = 0;
-    for (std::size_t i = 0; i < sched_.recvs.size(); ++i) {
-      int const peer = sched_.recvs[i].peer;
-      unsigned char* at = pack_.stream() + l.recv_offset[i];
-      for (auto const& p : recv_types_.parts(i)) {
-        if (combine) {
-          HALOX_MPI_CHECK(MPI_Irecv(at, mpi_int_count(p.bytes, "a message part"), MPI_BYTE, peer,
-                                    cfg_.tag, cfg_.comm, &reqs_[k++]));
-          at += p.bytes;
-        } else {
-          HALOX_MPI_CHECK(
-              MPI_Irecv(bufs_[p.slot], 1, p.type.get(), peer, cfg_.tag, cfg_.comm, &reqs_[k++]));
-        }
-      }
-    }
-    for (std::size_t i = 0; i < sched_.sends.size(); ++i)
-      for (auto const& p : send_types_.parts(i))
-        HALOX_MPI_CHECK(MPI_Isend(bufs_[p.slot], 1, p.type.get(), sched_.sends[i].peer, cfg_.tag,
-                                  cfg_.comm, &reqs_[k++]));
+    types_.post(bufs_, combine ? reinterpret_cast<std::byte*>(pack_.stream()) : nullptr,
+                landing_offset_.data(), cfg_.tag, cfg_.comm, reqs_.data());
     order_.started(st);
   }
 
   void complete(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
+    std::size_t const nr = types_.recv_requests();
     order_.join(st);
-    wait_all(0, nrecv_);
+    wait_all(0, nr);
     pack_.unpack(bufs_, op_, st, op_ != combine_op::replace);
     order_.unpacked(st);
-    wait_all(nrecv_, reqs_.size() - nrecv_);
+    wait_all(nr, reqs_.size() - nr);
   }
 
 private:
   device_pack pack_;
   unique_event ready_;
   stream_order order_; // after the buffers: its destructor waits for the last unpack
-  message_types send_types_, recv_types_;
-  std::size_t stream_area_ = 0, nrecv_ = 0;
+  part_exchange types_;
+  std::vector<std::size_t> landing_offset_; // receive message i's parts land at stream + this
+  std::size_t stream_area_ = 0;
 };
 
 } // namespace
