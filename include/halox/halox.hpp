@@ -9,6 +9,7 @@
 #include <halox/box_gather.hpp>
 #include <halox/collective.hpp>
 #include <halox/config.hpp>
+#include <halox/deep_halo.hpp>
 #include <halox/distribution.hpp>
 #include <halox/dtype.hpp>
 #include <halox/error.hpp>
