@@ -2,10 +2,11 @@
 //
 // For each emulated latency and each depth k, runs `steps` Jacobi steps (double) with one halo
 // exchange every k steps (`halox::deep_halo_schedule`), `warmup` untimed runs then `reps` timed
-// runs from the same initial field. Per run, each rank's exchange time, compute time and total
-// are reduced with MPI_Allreduce(MAX) (the slowest rank sets the pace); the medians over runs are
-// reported per step. After every run the owned cells are compared with the depth-1 result of
-// the first latency bit for bit; any difference fails the run (exit status 1).
+// runs from the same initial field; the depths take turns run by run. Per run, each rank's exchange
+// time, compute time and total are reduced with MPI_Allreduce(MAX) (the slowest rank sets the
+// pace); the run with the median total is reported, per step. After every run the owned cells are
+// compared with the depth-1 result of the first latency bit for bit; any difference fails the run
+// (exit status 1).
 //
 // Emulated network latency (--latency-us L): before each exchange a rank busy-waits L
 // microseconds for every message it sends in that exchange. Its peers cannot receive before the
@@ -65,8 +66,9 @@ void usage() {
       "--shape 64x64x64 --steps 48 --depths 1,2,4 --latency-us 0,20,100 --reps 5 --warmup 1\n"
       "--periodic 0,0,0 --backend mpi_pack. --latency-us L busy-waits L microseconds per message\n"
       "a rank sends, before each exchange (an emulated network latency). Prints a markdown table\n"
-      "per step: messages, bytes, exchange, compute and total time (max over ranks, median over\n"
-      "runs), the redundant share of computed cells, and the speed-up over depth 1.\n");
+      "per step: messages, bytes, exchange, compute and total time (max over ranks, of the run\n"
+      "with the median total), the redundant share of computed cells, and the speed-up over depth "
+      "1.\n");
 }
 
 // Splits "a,b,c" (or "AxBxC" with sep 'x'); every item must parse with `one`.
@@ -187,8 +189,10 @@ struct timing {
   double exchange = 0, compute = 0, total = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
+// The run with the median total; its exchange and compute times are reported with it, so that
+// a row's parts come from one run (medians taken per column need not add up).
+timing median_run(std::vector<timing> v) {
+  std::sort(v.begin(), v.end(), [](timing const& x, timing const& y) { return x.total < y.total; });
   return v[v.size() / 2];
 }
 
@@ -242,19 +246,31 @@ struct result {
   bool match = true;
 };
 
-result run_depth(halox::process_grid const& grid, args const& a, halox::halo_options const& ho,
-                 int depth, double latency_us, std::vector<double>& reference) {
-  std::vector<halox::dim_options> dims(3);
-  for (int d = 0; d < 3; ++d) dims[d].periodic = a.periodic[d];
-  halox::deep_halo_schedule s(grid, a.shape, halox::dtype::float64, {1, 1, 1}, depth, dims, ho);
-  auto const& desc = s.desc();
-  std::vector<double> b0(static_cast<std::size_t>(desc.local_elements())), b1(b0.size());
+// One depth's schedule, buffers and regions, built once and run at every latency.
+struct runner {
+  int depth;
+  halox::deep_halo_schedule s;
+  std::vector<double> b0, b1;
   std::vector<box> regions;
-  for (int st = 1; st <= depth; ++st) regions.push_back(s.valid_region(st));
-  double const wait_us = latency_us * s.messages();
-  std::vector<double> ex, co, to;
   std::vector<double>* cur = nullptr;
-  for (int run = 0; run < a.warmup + a.reps; ++run) {
+  std::vector<timing> runs;
+
+  runner(halox::process_grid const& grid, args const& a, halox::halo_options const& ho, int k)
+      : depth(k), s(grid, a.shape, halox::dtype::float64, {1, 1, 1}, k, dims_of(a), ho),
+        b0(static_cast<std::size_t>(s.desc().local_elements())), b1(b0.size()) {
+    for (int st = 1; st <= depth; ++st) regions.push_back(s.valid_region(st));
+  }
+
+  static std::vector<halox::dim_options> dims_of(args const& a) {
+    std::vector<halox::dim_options> dims(3);
+    for (int d = 0; d < 3; ++d) dims[d].periodic = a.periodic[d];
+    return dims;
+  }
+
+  // One run of `steps` steps from the initial field; records max-over-ranks times per step.
+  void run(args const& a, double latency_us, bool keep) {
+    auto const& desc = s.desc();
+    double const wait_us = latency_us * s.messages();
     initialise(desc, a.periodic, b0, b1);
     cur = &b0;
     std::vector<double>* nxt = &b1;
@@ -276,39 +292,41 @@ result run_depth(halox::process_grid const& grid, args const& a, halox::halo_opt
     }
     double loc[3] = {tex, tco, MPI_Wtime() - t0}, mx[3];
     MPI_Allreduce(loc, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (run >= a.warmup) {
-      ex.push_back(mx[0]);
-      co.push_back(mx[1]);
-      to.push_back(mx[2]);
-    }
+    if (keep) runs.push_back({mx[0] / a.steps, mx[1] / a.steps, mx[2] / a.steps});
   }
-  result r;
-  r.t = {median(ex) / a.steps, median(co) / a.steps, median(to) / a.steps};
-  // Redundant share over all ranks: computed cells beyond depth x owned, per cycle.
-  double loc[3] = {static_cast<double>(s.cells_computed()),
-                   static_cast<double>(desc.owned_box().volume()) * depth,
-                   static_cast<double>(s.messages())},
-         sum[3];
-  MPI_Allreduce(loc, sum, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  r.redundant = sum[0] > 0 ? 1.0 - sum[1] / sum[0] : 0.0;
-  double per[2] = {static_cast<double>(s.messages()) / depth,
-                   static_cast<double>(s.bytes()) / depth},
-         mx[2];
-  MPI_Allreduce(per, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  r.msgs = mx[0];
-  r.bytes = mx[1];
-  auto const got = owned_cells(desc, *cur);
-  int bad = 0;
-  if (reference.empty() && depth == 1)
-    reference = got;
-  else
-    bad = got.size() != reference.size() ||
+
+  // The row of the table: the median run, counts over ranks, and the check against depth 1.
+  result summarise(std::vector<double>& reference) {
+    auto const& desc = s.desc();
+    result r;
+    r.t = median_run(runs);
+    runs.clear();
+    // Redundant share over all ranks: computed cells beyond depth x owned, per cycle.
+    double loc[2] = {static_cast<double>(s.cells_computed()),
+                     static_cast<double>(desc.owned_box().volume()) * depth},
+           sum[2];
+    MPI_Allreduce(loc, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    r.redundant = sum[0] > 0 ? 1.0 - sum[1] / sum[0] : 0.0;
+    double per[2] = {static_cast<double>(s.messages()) / depth,
+                     static_cast<double>(s.bytes()) / depth},
+           mx[2];
+    MPI_Allreduce(per, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    r.msgs = mx[0];
+    r.bytes = mx[1];
+    auto const got = owned_cells(desc, *cur);
+    int bad = 0;
+    if (reference.empty() && depth == 1)
+      reference = got;
+    else
+      bad =
+          got.size() != reference.size() ||
           (!got.empty() && std::memcmp(got.data(), reference.data(), got.size() * sizeof(double)));
-  int any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  r.match = any == 0;
-  return r;
-}
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    r.match = any == 0;
+    return r;
+  }
+};
 
 } // namespace
 
@@ -355,17 +373,24 @@ int main(int argc, char** argv) {
                   "ms/step | total ms/step | redundant | speed-up | check |\n"
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     }
+    std::vector<runner> runners;
+    runners.reserve(a.depths.size());
+    for (int k : a.depths) runners.emplace_back(grid, a, ho, k);
     std::vector<double> reference;
     for (double lat : a.latencies) {
+      // The depths take turns run by run, so that a change of the machine's load while they
+      // are measured falls on all of them alike.
+      for (int run = 0; run < a.warmup + a.reps; ++run)
+        for (auto& r : runners) r.run(a, lat, run >= a.warmup);
       double base = 0;
-      for (int k : a.depths) {
-        result const r = run_depth(grid, a, ho, k, lat, reference);
-        if (k == 1) base = r.t.total;
+      for (auto& rn : runners) {
+        result const r = rn.summarise(reference);
+        if (rn.depth == 1) base = r.t.total;
         if (!r.match) status = 1;
         if (world_rank() == 0)
           std::printf("| %g | %d | %.2f | %.0f | %.4f | %.4f | %.4f | %.1f%% | %.2f | %s |\n", lat,
-                      k, r.msgs, r.bytes, 1e3 * r.t.exchange, 1e3 * r.t.compute, 1e3 * r.t.total,
-                      100 * r.redundant, r.t.total > 0 ? base / r.t.total : 0.0,
+                      rn.depth, r.msgs, r.bytes, 1e3 * r.t.exchange, 1e3 * r.t.compute,
+                      1e3 * r.t.total, 100 * r.redundant, r.t.total > 0 ? base / r.t.total : 0.0,
                       r.match ? "ok" : "MISMATCH");
       }
     }
