@@ -19,8 +19,8 @@ int main(int argc, char** argv) {
     // Rank r owns rows [4r, 4r + 4) and allocates one halo row on each side.
     halox::box const b = t.owned_box();
     bool ok = b.lo[0] == 4 * grid.rank() && b.hi[0] == 4 * grid.rank() + 4 &&
-                    t.owner({4 * grid.rank(), 5}) == grid.rank() && t.local_shape()[0] == 6 &&
-                    t.local_elements() == 36;
+              t.owner({4 * grid.rank(), 5}) == grid.rank() && t.local_shape()[0] == 6 &&
+              t.local_elements() == 36;
     // A 3-step deep halo of a radius-1 stencil along rows: halo 3, step 1 grows the owned rows
     // by 2 on each side that has a neighbour (local coordinates: the owned rows start at 3).
     halox::deep_halo_schedule s(grid, {4 * size, 6}, halox::dtype::float32, {1, 0}, 3);
