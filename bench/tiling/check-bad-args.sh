@@ -33,6 +33,7 @@ expect_2 "--steps 'x' is not a whole number" --steps x
 expect_2 "--reps '0' is not a whole number from 1" --reps 0
 expect_2 "--periodic '0,2,0' is invalid: item '2' is not 0 or 1" --periodic 0,2,0
 expect_2 "--backend 'carrier-pigeon' is invalid" --backend carrier-pigeon
+expect_2 "--stat 'mean' is invalid: use median or min" --stat mean
 expect_2 "unknown option '--fast'" --fast 1
 expect_2 "option '--steps' needs a value" --steps
 # A depth too deep for a non-periodic extent: the library's message, on every rank.
