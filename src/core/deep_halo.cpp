@@ -88,11 +88,20 @@ std::string deep_halo_schedule::describe() const {
      << radius_str(radius_) << ", " << messages() << " message(s) and " << bytes()
      << " B sent per exchange, " << cells_ << " cells computed per cycle (redundant share "
      << redundant_fraction() << ")";
-  for (int s = 1; s <= depth_; ++s) {
+  auto step_line = [&](int s) {
     box const b = valid_region(s);
     os << "\n  step " << s << ": local [";
     for (int d = 0; d < b.nd; ++d) os << (d ? ", " : "") << b.lo[d] << ":" << b.hi[d];
     os << ")";
+  };
+  // The first and last steps tell the pattern; a deep schedule does not print thousands.
+  int const half = 4;
+  if (depth_ <= 2 * half) {
+    for (int s = 1; s <= depth_; ++s) step_line(s);
+  } else {
+    for (int s = 1; s <= half; ++s) step_line(s);
+    os << "\n  ... " << depth_ - 2 * half << " more step(s)";
+    for (int s = depth_ - half + 1; s <= depth_; ++s) step_line(s);
   }
   os << "\n" << plan_.describe();
   return os.str();

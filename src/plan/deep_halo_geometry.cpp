@@ -91,6 +91,15 @@ box deep_halo_region(distribution const& dist, int rank, std::vector<int> const&
 index_t deep_halo_cells(distribution const& dist, int rank, std::vector<int> const& radius,
                         int depth) {
   index_t cells = 0;
+  // A stencil that reaches nowhere allows any depth (no halo at all): every step computes the
+  // owned block, and a loop over a billion steps would be a hang.
+  if (std::all_of(radius.begin(), radius.end(), [](int r) { return r == 0; })) {
+    index_t const owned = dist.owned_box(rank).volume();
+    return __builtin_mul_overflow(owned, index_t{depth}, &cells) ? INT64_MAX : cells;
+  }
+  // Otherwise the depth is at most the halo width, which the distribution bounded by the extent
+  // (non-periodic) or which the local buffer holds (periodic): the loop costs no more than
+  // allocating the buffer.
   for (int s = 1; s <= depth; ++s) {
     // Saturates rather than wraps: a count past 2^63 - 1 is not a real buffer anyway.
     if (__builtin_add_overflow(cells, deep_halo_region(dist, rank, radius, depth, s).volume(),

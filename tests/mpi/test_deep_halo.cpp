@@ -201,6 +201,9 @@ TEST(DeepHalo, RegionsAndCounts) {
   halox::process_grid grid(MPI_COMM_WORLD, s.grid);
   deep_halo_schedule one(grid, s.shape, halox::dtype::float64, s.radius, 1, s.dims);
   deep_halo_schedule four(grid, s.shape, halox::dtype::float64, s.radius, 4, s.dims);
+  // A periodic halo wider than the whole extent (12 > 9 along dim 1); built on every rank (the
+  // constructor is collective) before the ranks owning nothing return below.
+  deep_halo_schedule deep(grid, s.shape, halox::dtype::float64, {0, 1, 0}, 12, s.dims);
   EXPECT_EQ(one.redundant_fraction(), 0.0);
   // Same peers (or more, when the deep halo reaches past a neighbour), wider messages.
   EXPECT_GE(four.messages(), one.messages());
@@ -227,6 +230,12 @@ TEST(DeepHalo, RegionsAndCounts) {
     }
   }
   EXPECT_NE(four.describe().find("depth 4, radius 1,1,1"), std::string::npos) << four.describe();
+  // The deep schedule's regions still grow by the radius per remaining step, and describe()
+  // shortens its list of steps.
+  EXPECT_EQ(deep.desc().dist().options(1).halo_lo, 12);
+  EXPECT_EQ(deep.valid_region_global(1).lo[1], own.lo[1] - 11);
+  EXPECT_EQ(deep.valid_region_global(1).lo[0], own.lo[0]);
+  EXPECT_NE(deep.describe().find("... 4 more step(s)"), std::string::npos) << deep.describe();
 }
 
 TEST(DeepHalo, BadInputFailsOnEveryRank) {

@@ -138,6 +138,15 @@ TEST(DeepHaloGeometry, EmptyRankHasEmptyRegions) {
   EXPECT_EQ(deep_halo_region(d, 2, {2}, 2, 0), box1(0, 10));
 }
 
+TEST(DeepHaloGeometry, StencilWithoutReachAllowsAnyDepth) {
+  // No halo at all: every step computes the owned block, counted without a loop over steps.
+  auto const dims = deep_halo_dims({10, 6}, {0, 0}, INT_MAX, {});
+  EXPECT_EQ(dims[0].halo_lo, 0);
+  distribution const d({10, 6}, dtype::float64, {2, 1}, dims);
+  EXPECT_EQ(deep_halo_cells(d, 1, {0, 0}, INT_MAX), index_t{30} * INT_MAX);
+  EXPECT_EQ(deep_halo_region(d, 1, {0, 0}, INT_MAX, 1), d.owned_box(1));
+}
+
 TEST(DeepHaloGeometry, StepOutOfRangeIsAnError) {
   auto const d = dist1({5, 5}, 1, 2, false);
   for (int bad : {-1, 3}) {
