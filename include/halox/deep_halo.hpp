@@ -24,8 +24,9 @@ namespace halox {
 /// and between two exchanges step s = 1..depth computes `valid_region(s)`: the owned block grown
 /// by `(depth - s) * radius[d]` on both sides of every dimension, except that on a non-periodic
 /// dimension it never passes the global domain `[0, extent)`. Cells beyond a non-periodic
-/// boundary are boundary values: read by the stencil, never computed, never exchanged (unless
-/// the plan's `boundary_fill::constant` sets them). A periodic side grows like an interior one,
+/// boundary are boundary values: read by the stencil, never computed, never exchanged
+/// (`boundary_fill::constant` sets them only in the buffer being exchanged, so give them their
+/// value in both buffers). A periodic side grows like an interior one,
 /// including along a dimension that is not split (its halo is then a wrapped copy of the rank's
 /// own cells).
 ///
@@ -33,8 +34,8 @@ namespace halox {
 /// nothing (their regions are empty), and halos wider than a neighbour's block (the exchange then
 /// gathers cells from several ranks along a dimension).
 ///
-/// Typical loop (two buffers `a`, `b` of `desc().local_elements()` each; both must hold the
-/// boundary values beyond non-periodic edges):
+/// Typical loop (two buffers of `desc().local_elements()` each, `cur` and `next` pointing to
+/// them; both must hold the boundary values beyond non-periodic edges):
 /// \code
 ///   halox::deep_halo_schedule s(grid, {nx, ny, nz}, halox::dtype::float64, {1, 1, 1}, 4);
 ///   for (int done = 0; done < steps; done += s.exchange_every()) {
