@@ -51,7 +51,7 @@ void register_peer(scenario_spec const& twin, std::string const& suffix,
     peer_op p;
     if (!agreed(st, attempt([&] { p = make(); }), "the peer's set-up")) return;
 
-    // The check runs before halox's twin is built, so that its memory is not held twice.
+    // Checked before halox's twin is built: a peer that gives wrong results is not timed.
     std::string bad;
     std::string err = attempt([&] { bad = p.verify(); });
     if (err.empty()) err = bad;
