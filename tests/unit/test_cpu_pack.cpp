@@ -117,9 +117,9 @@ TEST(CpuPack, RandomRegionsMatchElementOracle) {
     void* out[] = {back.data()};
     ASSERT_EQ(unpack_region(s, r, out, packed.data(), combine_op::replace), packed.size());
     for (std::size_t k = 0; k < offs.size(); ++k)
-      ASSERT_EQ(std::memcmp(back.data() + offs[k] * static_cast<index_t>(e),
-                            packed.data() + k * e, e),
-                0);
+      ASSERT_EQ(
+          std::memcmp(back.data() + offs[k] * static_cast<index_t>(e), packed.data() + k * e, e),
+          0);
   }
 }
 

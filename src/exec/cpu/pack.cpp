@@ -227,7 +227,8 @@ void copy_joint(E tag, joint_walk const& w, void const* src_base, void* dst_base
   if (t < 0) {
     for (int k = 0; k < last; ++k) dims[k] = k;
     auto row = [&](index_t so, index_t dof) {
-      for (index_t i = 0; i < w.cnt[last]; ++i) elem(so + i * w.s_str[last], dof + i * w.d_str[last]);
+      for (index_t i = 0; i < w.cnt[last]; ++i)
+        elem(so + i * w.s_str[last], dof + i * w.d_str[last]);
     };
     if (last == 0)
       row(w.s_off, w.d_off);
@@ -257,7 +258,7 @@ void copy_joint(E tag, joint_walk const& w, void const* src_base, void* dst_base
 
 // Byte span [lo, hi) a region touches in its buffer.
 std::pair<std::byte const*, std::byte const*> byte_span(schedule const& s, region const& r,
-                                                       void const* base) {
+                                                        void const* base) {
   auto const& sl = s.slots[r.slot];
   index_t first = 0, last = 0;
   for (int d = 0; d < r.b.nd; ++d) {
@@ -284,7 +285,8 @@ bool copy_direct(schedule const& s, local_copy const& c, void* const* bufs, comb
   }
   joint_walk w;
   if (!make_joint(c.src.b, ss.strides.data(), c.dst.b, ds.strides.data(), w)) return false;
-  visit_dtype(ss.type, [&](auto tag) { copy_joint(tag, w, bufs[c.src.slot], bufs[c.dst.slot], op); });
+  visit_dtype(ss.type,
+              [&](auto tag) { copy_joint(tag, w, bufs[c.src.slot], bufs[c.dst.slot], op); });
   return true;
 }
 
