@@ -100,8 +100,15 @@ race_verdict judge_race(std::vector<contestant> const& c, int rounds, double ela
     if (i != out.leader && !c[i].times.empty() && !separated(iv[out.leader], iv[i]))
       out.separated = false;
   int left = 0;
-  for (int i = 0; i < n; ++i) left += active[i];
-  out.stop = (rounds >= lim.min_rounds && left <= 1) || rounds >= lim.max_rounds ||
+  bool equivalent = true;
+  double const m = iv[out.leader].median;
+  for (int i = 0; i < n; ++i) {
+    left += active[i];
+    if (active[i] &&
+        (iv[i].lo < m * (1.0 - lim.equivalence) || iv[i].hi > m * (1.0 + lim.equivalence)))
+      equivalent = false;
+  }
+  out.stop = (rounds >= lim.min_rounds && (left <= 1 || equivalent)) || rounds >= lim.max_rounds ||
              (rounds >= 1 && elapsed >= lim.budget);
   return out;
 }

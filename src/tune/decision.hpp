@@ -52,6 +52,9 @@ struct race_limits {
   int max_rounds = 64;      ///< rounds after which the best median wins regardless
   double budget = 2.0;      ///< seconds of tuning (max over ranks) after which the race stops
   double confidence = 0.95; ///< level of the medians' confidence intervals
+  /// Candidates whose intervals all lie within this fraction of the leader's median are as good
+  /// as each other: more rounds would not change the outcome by more than that.
+  double equivalence = 0.02;
 };
 
 /// One racing candidate: its max-over-ranks time per round it took part in.
@@ -74,8 +77,10 @@ struct race_verdict {
 /// `rounds >= min_rounds`: an active contestant whose interval starts above the leader's end is
 /// dropped (clearly slower), and at rounds min_rounds * 2^k (k >= 1) successive halving keeps
 /// only the better half by median of the active ones (never fewer than two). The race stops when
-/// the leader is the only active contestant left (after min_rounds), at `max_rounds`, or when
-/// `elapsed` reached the budget (after at least one round). Ties go to the smaller enumerator.
+/// the leader is the only active contestant left (after min_rounds), when every active
+/// contestant's interval lies within `equivalence` of the leader's median (after min_rounds:
+/// they are equally good), at `max_rounds`, or when `elapsed` reached the budget (after at least
+/// one round). Ties go to the smaller enumerator.
 [[nodiscard]] race_verdict judge_race(std::vector<contestant> const& c, int rounds, double elapsed,
                                       race_limits const& lim);
 

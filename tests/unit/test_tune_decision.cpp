@@ -209,6 +209,24 @@ TEST(TuneRace, RoundAndTimeLimitsEndTheRace) {
   EXPECT_TRUE(v.separated);
 }
 
+TEST(TuneRace, EquallyGoodCandidatesEndTheRaceEarly) {
+  race_limits lim; // equivalence 2 %
+  // Both within +-1 % of the leader's median: more rounds cannot matter by more than 2 %.
+  std::vector<contestant> c = {runner(backend::mpi_pack, noisy(1.0, 0.01, 9)),
+                               runner(backend::alltoallv, noisy(1.001, 0.01, 9))};
+  auto v = judge_race(c, 9, 0.0, lim);
+  EXPECT_FALSE(v.separated);
+  EXPECT_TRUE(v.stop);
+  // Wider spreads (+-10 %) keep racing.
+  c = {runner(backend::mpi_pack, noisy(1.0, 0.1, 9)),
+       runner(backend::alltoallv, noisy(1.001, 0.1, 9))};
+  EXPECT_FALSE(judge_race(c, 9, 0.0, lim).stop);
+  lim.equivalence = 0.0;
+  c = {runner(backend::mpi_pack, noisy(1.0, 0.01, 9)),
+       runner(backend::alltoallv, noisy(1.001, 0.01, 9))};
+  EXPECT_FALSE(judge_race(c, 9, 0.0, lim).stop);
+}
+
 TEST(TuneRace, TiesGoToTheSmallerEnumerator) {
   race_limits lim;
   std::vector<contestant> c = {runner(backend::alltoallw, {1.0, 1.0, 1.0}),
