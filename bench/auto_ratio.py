@@ -2,6 +2,7 @@
 """How close automatic selection comes to the best backend, from halox-bench JSON output.
 
 Usage: bench/auto_ratio.py RUN.json [RUN.json ...] [--markdown] [--stat=median_us|min_us|p90_us]
+                            [--median-of-runs]
 
 Every halox-bench scenario runs each host backend and `auto` as separate entries
 (`<scenario>/<backend>`), each with its `median_us` over iterations. For each scenario this
@@ -10,7 +11,11 @@ prints auto's median, the best backend's median measured in the same run and the
 favours auto). With `--benchmark_repetitions`, each entry's median_us is the median over the
 repetitions. Several files (e.g. one per repetition or per MPI) are reported one after the
 other, each against its own best. The last line is `worst auto/best ratio: X` over every
-scenario of every file.
+scenario of every file. With `--median-of-runs` (files that are repeated runs of the same
+configuration), a last table gives per scenario the median over the files of the ratio (each
+ratio still taken within one run), and the worst ratio is taken over those medians: a whole run
+repeated spreads a load change on a shared machine over all backends, where
+`--benchmark_repetitions` repeats each entry back to back.
 
 Entries that are not backends (`limit_*`, `phase_*`) are ignored; the backend list is whatever
 the JSON holds, so new backends are picked up without changing this script. `--stat` picks the
@@ -62,7 +67,7 @@ def report(path, doc, markdown, stat):
             continue
         best = min(others, key=others.get)
         ratio = entries["auto"] / others[best] if others[best] > 0 else float("nan")
-        ratios.append(ratio)
+        ratios.append((scenario, ratio))
         chosen = ",".join(sorted(set(labels.get(scenario, ["?"]))))
         rows.append((scenario, chosen, entries["auto"], best, others[best], ratio))
     if markdown:
@@ -91,16 +96,36 @@ def main(argv):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     worst = []
+    per_scenario = {}
     for path in paths:
         with open(path) as f:
             text = f.read()
         # halox-bench writes the JSON on rank 0; anything printed before it (MPI banners) is
         # skipped.
         doc = json.loads(text[text.index("{"):])
-        worst += report(path, doc, markdown, stat)
+        for scenario, ratio in report(path, doc, markdown, stat):
+            worst.append(ratio)
+            per_scenario.setdefault(scenario, []).append(ratio)
     if not worst:
         print("no scenario has both auto and another backend", file=sys.stderr)
         return 1
+    if "--median-of-runs" in argv:
+        worst = []
+        if markdown:
+            print(f"\n**median over {len(paths)} runs**\n")
+            print("| scenario | auto/best per run | median |")
+            print("|---|---|---:|")
+        else:
+            print(f"median over {len(paths)} runs")
+        for scenario in sorted(per_scenario):
+            r = per_scenario[scenario]
+            m = statistics.median(r)
+            worst.append(m)
+            runs = " ".join(f"{x:.2f}" for x in r)
+            if markdown:
+                print(f"| {scenario} | {runs} | {m:.2f} |")
+            else:
+                print(f"{scenario:40s} {runs:30s} {m:9.2f}")
     print(f"worst auto/best ratio: {max(worst):.2f}")
     return 0
 

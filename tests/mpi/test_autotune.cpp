@@ -626,6 +626,29 @@ TEST_F(Autotune, ForcedSwitchInARedistributionKeepsResultsCorrect) {
   EXPECT_TRUE(same_backend_everywhere(r.selected_backend()));
 }
 
+TEST_F(Autotune, CachedOverlappingDecisionIsReCheckedAgain) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  // Two candidates that trade places round by round never separate; the cached decision keeps
+  // its intervals, so a plan built from the cache re-checks too (a separated one would not).
+  detail::test_hooks().skew = [](backend b, int round) {
+    if (b == backend::mpi_pack) return round % 2 ? 1.0 : 1.2;
+    if (b == backend::mpi_datatype) return round % 2 ? 1.2 : 1.0;
+    return 5.0;
+  };
+  halo_options o = quick();
+  o.tune.max_rounds = 8;
+  auto const t = oracle_tensor(12);
+  halo_plan first(t, o);
+  ASSERT_TRUE(contains(first.describe(), "95% intervals overlapping")) << first.describe();
+  halo_plan cached(t, o);
+  std::string const d = cached.describe();
+  EXPECT_TRUE(contains(d, "from the plan cache (memory)")) << d;
+  EXPECT_EQ(cached.selected_backend(), first.selected_backend());
+  EXPECT_TRUE(contains(d, "re-check against")) << d;
+  EXPECT_EQ(run_forward(cached, t, 0, 12), 0);
+  EXPECT_TRUE(same_backend_everywhere(cached.selected_backend()));
+}
+
 TEST_F(Autotune, RecheckSettingsAreValidatedOnEveryRank) {
   if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
   setenv("HALOX_TUNE_RECHECK", "sometimes", 1);
