@@ -351,10 +351,16 @@ TEST(Workspace, AutomaticRecheckAllocatesNothing) {
     std::vector<double> x;
     fill(t, x);
     tensor_view const vx(t, x);
+    // As in ExecutionAllocatesNothing, each executor's first run on these buffers is not
+    // counted (alltoallw builds its absolute-address types for a new buffer address then): the
+    // re-check's first pair runs the choice and the runner-up once each.
+    h.execute(vx);
+    h.execute(vx);
+    h.execute_reverse(vx, reduce_op::max);
     long const before = g_news.load();
-    for (int k = 0; k < 14; ++k) {
+    for (int k = 0; k < 12; ++k) {
       h.execute(vx);
-      if (k == 4) h.execute_reverse(vx, reduce_op::max);
+      if (k == 3) h.execute_reverse(vx, reduce_op::max); // before the decision: the same choice
     }
     long const during = g_news.load() - before;
     EXPECT_EQ(during, 0) << mode << ": the re-check allocated " << during << " times";
