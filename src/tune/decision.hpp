@@ -10,9 +10,6 @@
 
 namespace halox::detail {
 
-/// Number of `backend` enumerators (automatic included); sizes fixed per-backend arrays.
-inline constexpr int backend_count = static_cast<int>(backend::device_mpi_datatype) + 1;
-
 /// What became of one candidate during selection.
 enum class candidate_status {
   measured,    ///< built on every rank and timed
