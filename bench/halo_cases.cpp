@@ -80,8 +80,12 @@ public:
       views.emplace_back(p_.descs[i], p_.data[i].data(), p_.data[i].size());
     runner r;
     r.op = [plan, views] { plan->execute(views); };
-    if (b == backend::automatic)
+    if (b == backend::automatic) {
       r.label = std::string("selected=") + to_string(plan->selected_backend());
+      r.final_label = [plan] {
+        return std::string("selected=") + to_string(plan->selected_backend());
+      };
+    }
     r.keep = plan;
     return r;
   }

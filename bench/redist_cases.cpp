@@ -68,8 +68,12 @@ public:
     tensor_view const dv(p_.dst, p_.dst_data.data(), p_.dst_data.size());
     runner r;
     r.op = [plan, sv, dv] { plan->execute(sv, dv); };
-    if (b == backend::automatic)
+    if (b == backend::automatic) {
       r.label = std::string("selected=") + to_string(plan->selected_backend());
+      r.final_label = [plan] {
+        return std::string("selected=") + to_string(plan->selected_backend());
+      };
+    }
     r.keep = plan;
     return r;
   }

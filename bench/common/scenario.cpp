@@ -307,11 +307,13 @@ void register_scenario(scenario_spec const& spec) {
       limit_set const l = limits_for(*s, spec.iterations);
       runner r;
       std::string err;
+      double const plan_t0 = MPI_Wtime();
       try {
         r = s->make_runner(b);
       } catch (std::exception const& e) {
         err = e.what();
       }
+      double const plan_seconds = MPI_Wtime() - plan_t0;
       if (!all_ok(s->comm(), err.empty())) {
         st.SkipWithError(err.empty() ? "plan failed on another rank" : err.c_str());
         return;
@@ -342,6 +344,8 @@ void register_scenario(scenario_spec const& spec) {
       });
       double const lt = summarize(tt).median, lc = summarize(tc).median;
       describe(st, *s);
+      if (r.final_label) st.SetLabel(r.final_label());
+      st.counters["plan_ms"] = plan_seconds * 1e3; // plan construction (tuning, for auto)
       st.counters["transport_us"] = lt * 1e6;
       st.counters["copy_transport_us"] = lc * 1e6;
       st.counters["memcpy_us"] = l.memcpy * 1e6;

@@ -123,6 +123,9 @@ public:
   /// Makes the executor use the workspace at `bases` (each at least `workspace_bytes` of its
   /// kind). Cheap when the addresses did not change.
   void bind_workspace(workspace_bases const& bases);
+  /// Forgets the bound workspace before its memory is released (the autotuner's, once timing
+  /// is over): `start` refuses to run until `bind_workspace` is called again.
+  void unbind_workspace() noexcept { bound_ = false; }
 
   /// The backend this executor implements.
   [[nodiscard]] virtual backend kind() const noexcept = 0;
