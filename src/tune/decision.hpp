@@ -11,7 +11,7 @@
 namespace halox::detail {
 
 /// Number of `backend` enumerators (automatic included); sizes fixed per-backend arrays.
-inline constexpr int backend_count = static_cast<int>(backend::device_mpi_datatype) + 1;
+inline constexpr int backend_count = static_cast<int>(backend::ucx_iov) + 1;
 
 /// What became of one candidate during selection.
 enum class candidate_status {
