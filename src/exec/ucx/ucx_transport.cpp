@@ -13,7 +13,7 @@ namespace {
 
 std::string env_note() {
   std::string out;
-  for (char const* name : {"UCX_TLS", "UCX_NET_DEVICES"})
+  for (char const* name : {"UCX_TLS", "UCX_NET_DEVICES", "HALOX_UCX_TLS", "HALOX_UCX_NET_DEVICES"})
     if (char const* v = std::getenv(name); v && *v)
       out += std::string(out.empty() ? " (" : ", ") + name + "=" + v;
   return out.empty() ? out : out + ")";
@@ -37,12 +37,13 @@ bool progress_until(ucp_worker_h worker, ucs_status_ptr_t req, double seconds) n
 } // namespace
 
 void throw_ucx_error(ucs_status_t status, char const* call, std::string const& what) {
-  throw error(errc::ucx_error,
-              std::string("UCX: ") + call + " failed with '" + ucs_status_string(status) +
-                  "' while " + what + env_note() +
-                  "; check UCX_TLS/UCX_NET_DEVICES (the transports UCX may use here) or use "
-                  "another backend (e.g. mpi_pack)",
-              call, __FILE__, __LINE__);
+  throw error(
+      errc::ucx_error,
+      std::string("UCX: ") + call + " failed with '" + ucs_status_string(status) + "' while " +
+          what + env_note() +
+          "; check UCX_TLS/UCX_NET_DEVICES (or HALOX_UCX_TLS/HALOX_UCX_NET_DEVICES, which apply "
+          "to halox's UCX only) or use another backend (e.g. mpi_pack)",
+      call, __FILE__, __LINE__);
 }
 
 unique_ucp_ep::unique_ucp_ep(unique_ucp_ep&& o) noexcept
@@ -71,7 +72,9 @@ void unique_ucp_ep::reset() noexcept {
 
 ucx_transport::ucx_transport() {
   ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  // With the prefix, UCX reads UCX_* and then HALOX_UCX_*, which override them for halox's own
+  // worker only: the MPI library's UCX keeps its settings.
+  ucs_status_t st = ucp_config_read("HALOX", nullptr, &config);
   if (st != UCS_OK) throw_ucx_error(st, "ucp_config_read", "reading the UCX configuration");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
@@ -162,9 +165,9 @@ std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx) {
     std::string why(static_cast<std::size_t>(n), '\0');
     if (ctx.rank == failed) why = local;
     HALOX_MPI_CHECK(MPI_Bcast(why.data(), n, MPI_CHAR, failed, comm));
-    ctx.ucx_failure = ctx.rank == failed ? why
-                                         : "UCX could not start on rank " + std::to_string(failed) +
-                                               " of the communicator: " + why;
+    ctx.ucx_failure = !local.empty() ? local
+                                     : "UCX could not start on rank " + std::to_string(failed) +
+                                           " of the communicator: " + why;
     throw error(errc::ucx_error, ctx.ucx_failure);
   }
   std::vector<int> displs(lens.size(), 0);
