@@ -58,16 +58,18 @@ unique_ucp_ep& unique_ucp_ep::operator=(unique_ucp_ep&& o) noexcept {
   return *this;
 }
 
-void unique_ucp_ep::reset() noexcept {
-  if (ep_ == nullptr) return;
+ucs_status_ptr_t unique_ucp_ep::start_close() noexcept {
+  if (ep_ == nullptr) return nullptr;
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   prm.flags = 0; // flush what is still outgoing, then close
-  if (!progress_until(worker_, ucp_ep_close_nbx(ep_, &prm), 1.0)) {
-    // The flush did not finish (the peer stopped progressing or is gone): the endpoint is
-    // released with the worker; nothing here may wait for a peer.
-  }
-  ep_ = nullptr;
+  return ucp_ep_close_nbx(std::exchange(ep_, nullptr), &prm);
+}
+
+void unique_ucp_ep::reset() noexcept {
+  // A close that does not finish in time (the peer stopped progressing or is gone) is left to
+  // the worker's destruction: nothing here may wait for a peer.
+  (void)progress_until(worker_, start_close(), 1.0);
 }
 
 ucx_transport::ucx_transport() {
@@ -107,7 +109,26 @@ ucx_transport::ucx_transport() {
 }
 
 ucx_transport::~ucx_transport() {
-  eps_.clear(); // explicit: endpoints close while the worker still progresses them
+  // All endpoints close together, within one bounded wait (not a second per peer), while the
+  // worker still exists to progress them.
+  std::vector<void*> closing;
+  try {
+    closing.reserve(eps_.size());
+  } catch (...) {
+    eps_.clear(); // one by one, then
+    return;
+  }
+  for (auto& ep : eps_)
+    if (ucs_status_ptr_t const r = ep.start_close(); r != nullptr && !UCS_PTR_IS_ERR(r))
+      closing.push_back(r);
+  auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (bool busy = !closing.empty(); busy && std::chrono::steady_clock::now() < until;) {
+    ucp_worker_progress(worker_.get());
+    busy = false;
+    for (void* r : closing) busy = busy || ucp_request_check_status(r) == UCS_INPROGRESS;
+  }
+  for (void* r : closing) ucp_request_free(r);
+  eps_.clear();
 }
 
 void ucx_transport::set_peers(std::vector<std::vector<char>> addresses) {

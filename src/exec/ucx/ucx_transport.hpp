@@ -54,6 +54,9 @@ public:
   /// Closes the endpoint (flushing what it still sends), progressing the worker for at most
   /// a second: a peer that is gone must not hold the process at exit.
   void reset() noexcept;
+  /// Starts closing and gives up the endpoint; returns UCX's status pointer for the close (a
+  /// request to progress and free, null when closed at once), for closing many together.
+  [[nodiscard]] ucs_status_ptr_t start_close() noexcept;
 
 private:
   ucp_worker_h worker_ = nullptr;
