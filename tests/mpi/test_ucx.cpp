@@ -97,6 +97,7 @@ TEST(Ucx, PlansOfOneContextInFlightTogetherMatchMpiPack) {
     pr.execute_reverse(tensor_view(t, xr), reduce_op::sum);
     EXPECT_EQ(x, xr) << to_string(b) << " reverse";
     EXPECT_EQ(p.selected_backend(), b);
+    EXPECT_NE(ctx.describe().find("UCX started"), std::string::npos) << ctx.describe();
   }
 }
 
@@ -132,6 +133,9 @@ TEST(UcxEnvironment, UnusableUcxIsAClearErrorEverywhereAndAutoPassesOverIt) {
     MPI_Allreduce(&threw, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     EXPECT_EQ(all, world_size()) << "not every rank threw";
   }
+  if (call == "ucp_init")
+    EXPECT_NE(ctx.describe().find("UCX failed: UCX: ucp_init"), std::string::npos)
+        << ctx.describe();
   halo_options a;
   a.method = backend::automatic;
   a.timeout_seconds = 30;
