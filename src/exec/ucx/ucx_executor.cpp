@@ -63,7 +63,7 @@ public:
   ucx_executor(schedule s, exec_config const& cfg, bool iov)
       : host_executor(std::move(s), cfg), iov_(iov) {
     // Bootstrapping first: it is collective, and nothing before it may fail on one rank only.
-    transport_ = ucx_transport_of(*cfg_.ctx);
+    transport_ = ucx_transport_of(*cfg_.ctx, cfg_.timeout);
     worker_ = transport_->worker();
     HALOX_REQUIRE(cfg_.comm == cfg_.ctx->comm.get(), errc::internal,
                   "the ucx backends address peers by their rank in the context's communicator");

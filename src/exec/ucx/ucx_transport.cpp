@@ -1,5 +1,7 @@
 #include "exec/ucx/ucx_transport.hpp"
 
+#include "exec/executor.hpp"
+
 #include <halox/error.hpp>
 
 #include <chrono>
@@ -157,7 +159,7 @@ ucp_ep_h ucx_transport::endpoint(int peer) {
   return h;
 }
 
-std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx) {
+std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx, double timeout) {
   if (ctx.ucx) return std::static_pointer_cast<ucx_transport>(ctx.ucx);
   if (!ctx.ucx_failure.empty()) throw error(errc::ucx_error, ctx.ucx_failure);
   MPI_Comm const comm = ctx.comm.get();
@@ -175,17 +177,24 @@ std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx) {
   }
   int const len = t ? static_cast<int>(t->address().size()) : -1;
   std::vector<int> lens(static_cast<std::size_t>(ctx.size));
-  HALOX_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  // Nonblocking collectives completed within the context's timeout: a rank that never comes
+  // (it builds plans in another order) is an error, not a hang.
+  MPI_Request req = MPI_REQUEST_NULL;
+  char const* const what = "bootstrapping UCX (all-gathering the worker addresses)";
+  HALOX_MPI_CHECK(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm, &req));
+  wait_bounded(req, timeout, what);
   int failed = -1;
   for (int r = 0; r < ctx.size && failed < 0; ++r)
     if (lens[static_cast<std::size_t>(r)] < 0) failed = r;
   if (failed >= 0) {
     // The lowest failing rank's reason goes to everyone, so every rank's error explains it.
     int n = ctx.rank == failed ? static_cast<int>(local.size()) : 0;
-    HALOX_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, failed, comm));
+    HALOX_MPI_CHECK(MPI_Ibcast(&n, 1, MPI_INT, failed, comm, &req));
+    wait_bounded(req, timeout, what);
     std::string why(static_cast<std::size_t>(n), '\0');
     if (ctx.rank == failed) why = local;
-    HALOX_MPI_CHECK(MPI_Bcast(why.data(), n, MPI_CHAR, failed, comm));
+    HALOX_MPI_CHECK(MPI_Ibcast(why.data(), n, MPI_CHAR, failed, comm, &req));
+    wait_bounded(req, timeout, what);
     ctx.ucx_failure = !local.empty() ? local
                                      : "UCX could not start on rank " + std::to_string(failed) +
                                            " of the communicator: " + why;
@@ -194,8 +203,9 @@ std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx) {
   std::vector<int> displs(lens.size(), 0);
   for (std::size_t r = 1; r < lens.size(); ++r) displs[r] = displs[r - 1] + lens[r - 1];
   std::vector<char> all(static_cast<std::size_t>(displs.back() + lens.back()));
-  HALOX_MPI_CHECK(MPI_Allgatherv(t->address().data(), len, MPI_BYTE, all.data(), lens.data(),
-                                 displs.data(), MPI_BYTE, comm));
+  HALOX_MPI_CHECK(MPI_Iallgatherv(t->address().data(), len, MPI_BYTE, all.data(), lens.data(),
+                                  displs.data(), MPI_BYTE, comm, &req));
+  wait_bounded(req, timeout, what);
   std::vector<std::vector<char>> peers(lens.size());
   for (std::size_t r = 0; r < lens.size(); ++r)
     peers[r].assign(all.begin() + displs[r], all.begin() + displs[r] + lens[r]);

@@ -105,6 +105,7 @@ private:
 /// then (every rank starts UCX locally, then the worker addresses are all-gathered). Every rank
 /// gets the same outcome: when UCX cannot start on some rank, every rank throws `halox::error`
 /// (ucx_error) with that rank's reason, and later calls throw it again without communicating.
-[[nodiscard]] std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx);
+/// The collectives wait at most `timeout` seconds (0: unbounded), then throw errc::timeout.
+[[nodiscard]] std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx, double timeout);
 
 } // namespace halox::detail
