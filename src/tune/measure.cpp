@@ -230,6 +230,18 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
     buf[0].reset();
     buf[1].reset();
   }
+  // Every rank must agree before building: building an executor can be collective (the UCX
+  // worker's address exchange, the NCCL communicator), so a rank without scratch must not skip
+  // it while the others enter it.
+  {
+    int missing = buf[0] ? 0 : 1;
+    allreduce_bounded(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, cfg.comm, cfg.timeout,
+                      "an autotuning round (the tuning scratch buffers)");
+    if (missing) {
+      buf[0].reset();
+      buf[1].reset();
+    }
+  }
   auto const run = [&](executor& e, int set_index) {
     scratch_buffers& b = *buf[set_index];
     e.start(b.slots(), combine_op::replace, b.stream());
