@@ -2,6 +2,8 @@
 // CUDA in the build, or without a visible device, every rank must get errc::unsupported naming
 // the cause (never a hang, never some ranks only); with a device, every rank gets an index.
 // The comparison against the pure chooser on probed inputs is in tests/gpu.
+#include "core/topology_probe.hpp"
+#include "plan/device_choice.hpp"
 #include "support/mpi_helpers.hpp"
 
 #include <halox/config.hpp>
@@ -12,8 +14,14 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <regex>
 #include <string>
+#include <vector>
 
 using halox::test::expect_error_everywhere;
 
@@ -97,4 +105,44 @@ TEST(DeviceChoiceMpi, ContextSelectDeviceFromEnvironment) {
   ::unsetenv("HALOX_SELECT_DEVICE");
   halox::context ctx(MPI_COMM_WORLD);
   EXPECT_EQ(ctx.selected_device(), -1);
+}
+
+// The hwloc half of the probe, checked against the kernel: the bound cpus are this process's
+// affinity mask (or empty when that covers every online cpu), a bus id hwloc has never seen has
+// no locality, and the PCI device behind a network interface has one (when hwloc sees it).
+TEST(DeviceChoiceMpi, LocalityProbeMatchesTheKernel) {
+  if (!HALOX_HAS_HWLOC) GTEST_SKIP() << "halox was built without hwloc";
+  // A network interface's PCI device: the last "dddd:bb:dd.f" component of its sysfs path.
+  std::string nic_bus;
+  std::error_code ec;
+  std::regex const pci("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-9a-f]");
+  for (auto const& e : std::filesystem::directory_iterator("/sys/class/net", ec)) {
+    auto const dev = std::filesystem::canonical(e.path() / "device", ec);
+    if (ec) continue;
+    for (auto const& part : dev)
+      if (std::regex_match(part.string(), pci)) nic_bus = part.string();
+    if (!nic_bus.empty()) break;
+  }
+  std::vector<std::string> ids{"ffff:ff:1f.7"};
+  if (!nic_bus.empty()) ids.push_back(nic_bus);
+  auto const seen = halox::detail::probe_locality(ids);
+  EXPECT_TRUE(seen.note.empty()) << seen.note;
+
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  std::vector<int> affinity;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) affinity.push_back(c);
+  long const online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (static_cast<long>(affinity.size()) >= online)
+    EXPECT_TRUE(seen.cpus.empty()) << "unbound, yet cpus " << halox::detail::cpu_list(seen.cpus);
+  else
+    EXPECT_EQ(seen.cpus, affinity);
+
+  ASSERT_EQ(seen.device_cpus.size(), ids.size());
+  EXPECT_TRUE(seen.device_cpus[0].empty()) << halox::detail::cpu_list(seen.device_cpus[0]);
+  if (!nic_bus.empty())
+    EXPECT_FALSE(seen.device_cpus[1].empty())
+        << "hwloc gave no locality for the network device at PCI " << nic_bus;
 }
