@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Turns the JSON files of halox-bench / halox-ddtbench runs into results.md and PNG plots.
+"""Turns the JSON files of halox-bench / halox-ddtbench / halox-bench-peers runs into results.md
+and PNG plots.
 
-Input files are named <mpi>-np<ranks>-<bench|ddt>.json (as bench/compare-mpi writes them).
+Input files are named <mpi>-np<ranks>-<bench|peers|ddt>.json (as bench/compare-mpi writes them).
 Usage: compare_mpi_report.py --out DIR [--elapsed S] [--command CMD] [--quick 0|1] FILE.json...
 """
 
@@ -20,12 +21,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-FILE_RE = re.compile(r"^(?P<mpi>.+)-np(?P<ranks>\d+)-(?P<tag>bench|ddt)\.json$")
+FILE_RE = re.compile(r"^(?P<mpi>.+)-np(?P<ranks>\d+)-(?P<tag>bench|ddt|peers)\.json$")
 SUFFIX_RE = re.compile(r"(/iterations:\d+|/repeats:\d+|/manual_time|/real_time)+$")
 LIMITS = ["limit_transport", "limit_copy_transport", "limit_memcpy", "limit_alltoall", "phase_pack",
           "phase_unpack"]
 CONS = ["vector", "hvector", "subarray"]
 CLIP = 1.6  # efficiency plots are cut here; taller bars carry their value
+PEER_NAMES = {"petsc_g2l": "PETSc DMGlobalToLocal", "petsc_l2l": "PETSc DMLocalToLocal",
+              "fftw_transpose": "FFTW-MPI transpose"}
+PEER_RATIO_TARGET = 0.2  # halox / PETSc where PETSc packs (strided faces)
+PEER_EFF_TARGET = 0.8    # halox's eff. transport where faces are contiguous
 
 
 def load(paths):
@@ -218,6 +223,99 @@ def best_backend(runs, m, r, s, key):
     return "—" if name is None else f"{name} ({eff:.2f})"
 
 
+def peer_rows(runs, mpis, ranks_list):
+    """(scenario, ranks, mpi, peer entry, row) of every peer entry that ran, in a stable order."""
+    out = []
+    keys = sorted({(k[3], k[2], k[1]) for k in runs if k[0] == "peers"})
+    for name, r, m in keys:
+        s, e = split_name(name)
+        out.append((s, r, m, e, runs[("peers", m, r, name)]))
+    return out
+
+
+def peers_table(runs, mpis, ranks_list):
+    """halox / peer for every peer entry, from the interleaved counters of halox-bench-peers."""
+    lines = ["| scenario | ranks | MPI | peer | faces | peer median µs | halox µs (backend) | "
+             "**halox / peer** | fastest: halox / peer | transport µs | halox eff. transport | "
+             "peer eff. transport | peer's owned-block copy µs | target | met |",
+             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    misses = []
+    for s, r, m, e, row in peer_rows(runs, mpis, ranks_list):
+        peer = PEER_NAMES.get(e, e)
+        if row.get("error"):
+            lines.append(f"| `{s}` | {r} | {m} | {peer} | | skipped: {row['error'][:60]} "
+                         "| | | | | | | | | |")
+            continue
+        contiguous = row.get("contiguous", 0) >= 1
+        ratio = row.get("ratio_halox")
+        heff = row.get("halox_eff_transport")
+        label = row.get("label", "")
+        backend = ""
+        mm = re.search(r"selected=(\w+)", label)
+        if mm:
+            backend = f" ({mm[1]})"
+        if e.startswith("petsc"):
+            # PETSc packs strided faces; a contiguous face it sends in place, and there the
+            # transport limit is the yardstick for both.
+            if contiguous:
+                target, met = f"halox eff. ≥ {PEER_EFF_TARGET}", heff is not None and heff >= PEER_EFF_TARGET
+            else:
+                target, met = f"≤ {PEER_RATIO_TARGET}", ratio is not None and ratio <= PEER_RATIO_TARGET
+            if not met:
+                misses.append((s, r, m, e))
+            met_s = "yes" if met else "**no**"
+        else:
+            target, met_s = "—", "—"
+        faces = ("contiguous" if contiguous else "strided") if s.startswith("halo/") else "—"
+        owned = row.get("owned_copy_us")
+        lines.append(f"| `{s}` | {r} | {m} | {peer} | {faces} | {fmt_us(row.get('median_us'))} | "
+                     f"{fmt_us(row.get('halox_us'))}{backend} | **{fmt_ratio(ratio)}** | "
+                     f"{fmt_ratio(row.get('ratio_halox_min'))} | "
+                     f"{fmt_us(row.get('transport_us'))} | {fmt_ratio(heff)} | "
+                     f"{fmt_ratio(row.get('eff_transport'))} | {fmt_us(owned) if owned else '—'} | "
+                     f"{target} | {met_s} |")
+    return "\n".join(lines), misses
+
+
+def plot_peers(runs, mpis, ranks_list, path):
+    rows = [x for x in peer_rows(runs, mpis, ranks_list) if not x[4].get("error")]
+    if not rows:
+        return False
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(rows) + 3), 6))
+    labels, vals, colors = [], [], []
+    cmap = plt.get_cmap("tab10")
+    kinds = sorted({e for _, _, _, e, _ in rows})
+    combos = {(m, r) for _, r, m, _, _ in rows}
+    for s, r, m, e, row in rows:
+        label = f"{s.split('/', 1)[1]}/{e}"
+        if len(combos) > 1:
+            label += f" ({m}, {r})"
+        labels.append(label)
+        vals.append(row.get("ratio_halox", np.nan))
+        colors.append(cmap(kinds.index(e) % 10))
+    x = np.arange(len(rows))
+    ax.bar(x, vals, 0.7, color=colors)
+    ax.set_yscale("log")
+    finite = [v for v in vals if np.isfinite(v) and v > 0]
+    if finite:
+        ax.set_ylim(min(min(finite), PEER_RATIO_TARGET) / 2, max(max(finite), 1.0) * 2)
+    ax.axhline(1.0, color="k", linewidth=0.8)
+    ax.axhline(PEER_RATIO_TARGET, color="k", linestyle="--", linewidth=0.8)
+    ax.text(len(rows) - 0.5, PEER_RATIO_TARGET, f" {PEER_RATIO_TARGET} (target where PETSc packs)",
+            va="bottom", ha="right", fontsize=7)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=6)
+    ax.set_ylabel("halox time / peer time\n(log; < 1: halox faster)")
+    ax.grid(axis="y", alpha=0.3, which="both")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=cmap(i % 10)) for i in range(len(kinds))]
+    ax.legend(handles, [PEER_NAMES.get(k, k) for k in kinds], fontsize=7)
+    ax.set_title("halox vs peer libraries on the same geometry (interleaved, same run)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def ddt_tables(runs, mpis):
     keys = sorted({k[3] for k in runs if k[0] == "ddt"})
     objs = []
@@ -400,6 +498,8 @@ def main():
     halo_md, halo_s, halo_b = scenario_table(runs, "halo", mpis, ranks_list, False)
     redist_md, red_s, red_b = scenario_table(runs, "redist", mpis, ranks_list, True)
     targets_md, misses = targets_table(runs, mpis, ranks_list)
+    peers_md, peer_misses = peers_table(runs, mpis, ranks_list)
+    has_peers = any(k[0] == "peers" for k in runs)
     ddt_md, objs = ddt_tables(runs, mpis)
 
     pngs = []
@@ -411,6 +511,8 @@ def main():
                    mpis, ranks_list, red_s, red_b, os.path.join(a.out, "redist.png"),
                    "Redistribution: MPI_Alltoall baseline / backend time"):
         pngs.append(("redist.png", "Redistribution efficiency against the MPI_Alltoall baseline"))
+    if has_peers and plot_peers(runs, mpis, ranks_list, os.path.join(a.out, "peers.png")):
+        pngs.append(("peers.png", "halox / peer library time on the same geometry"))
     if plot_ddt(runs, mpis, objs, "pack", CONS + ["halox"], os.path.join(a.out, "ddt_pack.png"),
                 "Packing a strided object: MPI_Pack (three constructions) vs halox's pack path"):
         pngs.append(("ddt_pack.png", "MPI_Pack vs halox pack"))
@@ -461,8 +563,32 @@ def main():
         md.append(f"{len(misses)} combination(s) miss their target on this run (marked **no**).")
         md.append("")
     for png, cap in pngs:
-        md.append(f"![{cap}]({png})")
+        if png != "peers.png":
+            md.append(f"![{cap}]({png})")
+            md.append("")
+    if has_peers:
+        md.append("## Peers")
         md.append("")
+        md.append("halox-bench-peers runs PETSc's DMDA ghost update (DMGlobalToLocal, "
+                  "DMLocalToLocal; DM_BOUNDARY_NONE) and FFTW-MPI's transpose on the geometry of "
+                  "the halox-bench scenario of the same name. Each peer entry times, between its "
+                  "own iterations, halox's `auto` plan on that scenario and the transport limit, so "
+                  "*halox / peer* compares measurements taken under the same load (< 1: halox is "
+                  "faster; *fastest*: the same ratio of the fastest iterations, the least disturbed "
+                  "by other load). *owned-block copy*: a memcpy of the rank's owned block, which PETSc's "
+                  "ghost update also copies between its global and ghosted local vectors and "
+                  "halox (ghost cells updated in place) does not. Targets: halox ≤ "
+                  f"{PEER_RATIO_TARGET}× PETSc's time where the faces are strided (PETSc packs), "
+                  f"halox ≥ {PEER_EFF_TARGET} of the transport limit where they are contiguous.")
+        md.append("")
+        md.append(peers_md)
+        md.append("")
+        if peer_misses:
+            md.append(f"{len(peer_misses)} peer comparison(s) miss their target on this run.")
+            md.append("")
+        if any(p == "peers.png" for p, _ in pngs):
+            md.append("![halox / peer library time on the same geometry](peers.png)")
+            md.append("")
     md.append("## Halo exchange")
     md.append("")
     md.append(halo_md)

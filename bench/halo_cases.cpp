@@ -2,8 +2,11 @@
 //
 //  halo/nchw_f32/split_h/w{1,3}    float 32x64x128x128 (NCHW), split along H, halo on H
 //  halo/nchw_f32/split_hw/w{1,3}   the same split along H and W, halo on H and W
-//  halo/dmda_f64_256/box_w1        double 256^3 over a 3-D grid, box stencil of width 1 (faces,
-//                                  edges and corners: PETSc DMDA's ghost update, DMDA_STENCIL_BOX)
+//  halo/dmda_f64_256/{box,star}_w1/split_{z,x}  double 256^3, one value per point, split over
+//                                  all ranks along z (slowest axis) or x (fastest), stencil width
+//                                  1, halo on the split axis only: PETSc DMDA's ghost update
+//                                  with DM_BOUNDARY_NONE (halox-bench-peers times PETSc on it)
+//  halo/dmda_f64_32_dof256/{box,star}_w1/split_{z,x}  the same on 32^3 points of 256 doubles
 //  halo/comb_f64_{100,180}pr/w1_3var  double n^3 *per rank* on a 3-D grid, width 1, three
 //                                  variables exchanged in one plan (Comb / TEMPI halo style)
 //  halo/comb_f64_{100,180}pr/w3    the same, one variable, width 3
@@ -77,8 +80,12 @@ public:
       views.emplace_back(p_.descs[i], p_.data[i].data(), p_.data[i].size());
     runner r;
     r.op = [plan, views] { plan->execute(views); };
-    if (b == backend::automatic)
+    if (b == backend::automatic) {
       r.label = std::string("selected=") + to_string(plan->selected_backend());
+      r.final_label = [plan] {
+        return std::string("selected=") + to_string(plan->selected_backend());
+      };
+    }
     r.keep = plan;
     return r;
   }
@@ -100,12 +107,33 @@ int halo_iterations(halo_case const& c) {
   return iterations_for(2 * most / 2e9 + 30e-6 + 3e-6 * peers);
 }
 
-void add_case(halo_case const& c) {
+scenario_spec spec_of(halo_case const& c) {
   scenario_spec spec;
   spec.name = c.name;
   spec.iterations = halo_iterations(c);
   spec.make = [c] { return halo_scenario::build(c); };
-  register_scenario(spec);
+  return spec;
+}
+
+void add_case(halo_case const& c) { register_scenario(spec_of(c)); }
+
+// A DMDA case as a halox tensor: (z, y, x) or (z, y, x, dof), the split axis over every rank,
+// a halo of the stencil width on that axis only.
+halo_case halo_of(dmda_case const& c) {
+  halo_case h;
+  h.name = c.name;
+  h.type = dtype::float64;
+  h.shape = {c.n, c.n, c.n};
+  h.dims = {1, 1, 1};
+  h.width = {0, 0, 0};
+  if (c.dof > 1) {
+    h.shape.push_back(c.dof);
+    h.dims.push_back(1);
+    h.width.push_back(0);
+  }
+  h.dims[c.split] = world_size();
+  h.width[c.split] = c.width;
+  return h;
 }
 
 std::vector<int> dims_create(int p, int nd) {
@@ -115,6 +143,31 @@ std::vector<int> dims_create(int p, int nd) {
 }
 
 } // namespace
+
+std::vector<dmda_case> dmda_cases() {
+  std::vector<dmda_case> v;
+  struct grid {
+    char const* tag;
+    index_t n;
+    int dof;
+  };
+  for (grid g : {grid{"dmda_f64_256", 256, 1}, grid{"dmda_f64_32_dof256", 32, 256}})
+    for (bool box : {true, false})
+      for (int split : {0, 2}) {
+        dmda_case c;
+        c.box = box;
+        c.n = scaled(g.n);
+        c.dof = g.dof;
+        c.width = 1;
+        c.split = split;
+        c.name = std::string("halo/") + g.tag + (box ? "/box_w1" : "/star_w1") +
+                 (split == 0 ? "/split_z" : "/split_x");
+        v.push_back(c);
+      }
+  return v;
+}
+
+scenario_spec dmda_spec(dmda_case const& c) { return spec_of(halo_of(c)); }
 
 void register_halo_cases() {
   int const p = world_size();
@@ -135,7 +188,7 @@ void register_halo_cases() {
 
   auto const g3 = dims_create(p, 3);
   index_t const n256 = scaled(256);
-  add_case({"halo/dmda_f64_256/box_w1", dtype::float64, {n256, n256, n256}, g3, {1, 1, 1}});
+  for (auto const& c : dmda_cases()) add_case(halo_of(c));
 
   for (index_t per : {index_t{100}, index_t{180}}) {
     index_t const n = scaled(per);

@@ -9,6 +9,10 @@
 // self block included), the baseline the redistribution target is stated against.
 #include "cases.hpp"
 
+namespace halox::bench {
+transpose_case transpose_of() { return {"redist/transpose_f64_4096/rows_to_cols", scaled(4096)}; }
+} // namespace halox::bench
+
 #if __has_include(<halox/redistribute.hpp>)
 #include "common/scenario.hpp"
 
@@ -64,8 +68,12 @@ public:
     tensor_view const dv(p_.dst, p_.dst_data.data(), p_.dst_data.size());
     runner r;
     r.op = [plan, sv, dv] { plan->execute(sv, dv); };
-    if (b == backend::automatic)
+    if (b == backend::automatic) {
       r.label = std::string("selected=") + to_string(plan->selected_backend());
+      r.final_label = [plan] {
+        return std::string("selected=") + to_string(plan->selected_backend());
+      };
+    }
     r.keep = plan;
     return r;
   }
@@ -74,7 +82,7 @@ private:
   parts p_;
 };
 
-void add_case(redist_case const& c) {
+scenario_spec spec_of(redist_case const& c) {
   double bytes = static_cast<double>(size_of(c.type));
   for (auto e : c.shape) bytes *= static_cast<double>(e);
   bytes /= world_size();
@@ -83,10 +91,22 @@ void add_case(redist_case const& c) {
   spec.iterations = iterations_for(2 * bytes / 1.5e9 + 50e-6);
   spec.alltoall = true;
   spec.make = [c] { return redist_scenario::build(c); };
-  register_scenario(spec);
+  return spec;
+}
+
+void add_case(redist_case const& c) { register_scenario(spec_of(c)); }
+
+redist_case transpose_redist() {
+  int const p = world_size();
+  auto const t = transpose_of();
+  return {t.name, dtype::float64, {t.n, t.n}, {p, 1}, {1, p}};
 }
 
 } // namespace
+
+bool has_redistribute() noexcept { return true; }
+
+scenario_spec transpose_spec() { return spec_of(transpose_redist()); }
 
 void register_redist_cases() {
   int const p = world_size();
@@ -96,16 +116,22 @@ void register_redist_cases() {
   std::vector<int> const sample{p, 1, 1, 1}, spatial{1, 1, ab[0], ab[1]};
   add_case({"redist/nchw_f32/sample_to_spatial", dtype::float32, nchw, sample, spatial});
   add_case({"redist/nchw_f32/spatial_to_sample", dtype::float32, nchw, spatial, sample});
-  index_t const n = scaled(4096);
-  add_case({"redist/transpose_f64_4096/rows_to_cols", dtype::float64, {n, n}, {p, 1}, {1, p}});
+  add_case(transpose_redist());
 }
 
 } // namespace halox::bench
 
 #else
 
+#include <halox/error.hpp>
+
 namespace halox::bench {
 void register_redist_cases() {}
+bool has_redistribute() noexcept { return false; }
+scenario_spec transpose_spec() {
+  HALOX_REQUIRE(false, errc::unsupported, "this halox has no redistribution (redistribute.hpp)");
+  return {};
+}
 } // namespace halox::bench
 
 #endif

@@ -42,7 +42,7 @@ endif()
 
 # --- UCX ---
 find_package(ucx QUIET)
-option(HALOX_ENABLE_UCX "Link UCX (reports the UCX transport in build_info)" ${ucx_FOUND})
+option(HALOX_ENABLE_UCX "Build the ucx / ucx_iov backends (UCP, host memory)" ${ucx_FOUND})
 if(HALOX_ENABLE_UCX AND NOT ucx_FOUND)
   message(FATAL_ERROR "HALOX_ENABLE_UCX=ON but UCX was not found; install libucx-dev or turn the option off")
 endif()

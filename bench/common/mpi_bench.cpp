@@ -167,7 +167,7 @@ void init(int* argc, char*** argv) {
   benchmark::AddCustomContext("halox_bench_settings", buf);
 }
 
-int run_and_finalize(int argc, char** argv) {
+int run_and_finalize(int argc, char** argv, std::function<void()> const& before_mpi_finalize) {
   int rc = 0;
   if (g_rank == 0) {
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) rc = 1;
@@ -183,6 +183,7 @@ int run_and_finalize(int argc, char** argv) {
     }
   }
   benchmark::Shutdown();
+  if (before_mpi_finalize) before_mpi_finalize();
   MPI_Finalize();
   return rc;
 }

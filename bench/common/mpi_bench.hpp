@@ -48,8 +48,9 @@ struct settings {
 /// MPI library, rank count and settings to the benchmark context.
 void init(int* argc, char*** argv);
 /// Runs the registered benchmarks (rank 0 reports, other ranks use a null reporter), shuts
-/// Google Benchmark down and finalises MPI. Returns the process exit code.
-int run_and_finalize(int argc, char** argv);
+/// Google Benchmark down, calls `before_mpi_finalize` (a library initialised on top of MPI
+/// shuts down there) and finalises MPI. Returns the process exit code.
+int run_and_finalize(int argc, char** argv, std::function<void()> const& before_mpi_finalize = {});
 
 /// Iterations for an entry whose single run is expected to take `est_seconds`: aims at
 /// `config().seconds` of timed work within [min_iters, max_iters]. Deterministic, so equal on

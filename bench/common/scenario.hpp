@@ -47,6 +47,9 @@ struct limit_set {
 struct runner {
   std::function<void()> op;
   std::string label;
+  /// When set, replaces `label` after the timed loop (an automatic plan's choice may change in
+  /// its first executions: the online re-check).
+  std::function<std::string()> final_label;
   std::shared_ptr<void> keep; ///< owns the plan and whatever `op` refers to
 };
 

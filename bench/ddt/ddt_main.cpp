@@ -6,10 +6,13 @@
 //
 //   ddt/<size>/b<block>/pack/<vector|hvector|subarray>     MPI_Pack of the object
 //   ddt/<size>/b<block>/pack/halox                         halox's CPU pack (same bytes)
+//   ddt/<size>/b<block>/pack/hand_memcpy                   a hand-written pack: one memcpy per
+//                                                          block (the baseline halox must beat)
 //   ddt/<size>/b<block>/unpack/<...>                       MPI_Unpack / halox's unpack
 //   ddt/<size>/b<block>/pingpong/<vector|hvector|subarray> rank 0 <-> 1 round trip, derived type
 //                                                          on both sides
 //   ddt/<size>/b<block>/pingpong/halox_pack                halox pack + contiguous send + unpack
+//   ddt/<size>/b<block>/pingpong/hand_pack                 the same with the hand-written pack
 //   ddt/<size>/b<block>/pingpong/contiguous                the same bytes already contiguous
 //   (limit)
 //
@@ -121,10 +124,13 @@ void register_all() {
         entry(base + "pack/" + to_string(c), pack_iters, k, t,
               [c](strided_object& o) { o.mpi_pack(c); });
       entry(base + "pack/halox", pack_iters, k, t, [](strided_object& o) { o.halox_pack(); });
+      entry(base + "pack/hand_memcpy", pack_iters, k, t, [](strided_object& o) { o.hand_pack(); });
       for (auto c : cons)
         entry(base + "unpack/" + to_string(c), pack_iters, k, t,
               [c](strided_object& o) { o.mpi_unpack(c); });
       entry(base + "unpack/halox", pack_iters, k, t, [](strided_object& o) { o.halox_unpack(); });
+      entry(base + "unpack/hand_memcpy", pack_iters, k, t,
+            [](strided_object& o) { o.hand_unpack(); });
 
       if (world_size() < 2) continue;
       for (auto c : cons)
@@ -149,6 +155,18 @@ void register_all() {
             [n](strided_object& x, int peer) {
               MPI_Recv(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
               x.halox_unpack();
+            });
+      });
+      entry(base + "pingpong/hand_pack", pp_iters, k, 2 * t, [n](strided_object& o) {
+        pingpong(
+            o,
+            [n](strided_object& x, int peer) {
+              x.hand_pack();
+              MPI_Send(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+            },
+            [n](strided_object& x, int peer) {
+              MPI_Recv(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+              x.hand_unpack();
             });
       });
       entry(base + "pingpong/contiguous", pp_iters, k, 2 * t, [n](strided_object& o) {

@@ -71,6 +71,20 @@ std::size_t strided_object::halox_unpack() {
   return detail::unpack_region(sched_, region_, bufs, packed_.data(), detail::combine_op::replace);
 }
 
+void strided_object::hand_pack() {
+  std::byte* out = packed_.data();
+  std::byte const* in = strided_.data();
+  for (std::size_t k = 0; k < blocks(); ++k, out += block_, in += stride_)
+    std::memcpy(out, in, block_);
+}
+
+void strided_object::hand_unpack() {
+  std::byte const* in = packed_.data();
+  std::byte* out = strided_.data();
+  for (std::size_t k = 0; k < blocks(); ++k, in += block_, out += stride_)
+    std::memcpy(out, in, block_);
+}
+
 void strided_object::mpi_pack(construction c) {
   int pos = 0;
   HALOX_MPI_CHECK(MPI_Pack(strided_.data(), 1, type(c), packed_.data(), static_cast<int>(total_),

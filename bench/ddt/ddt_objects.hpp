@@ -41,6 +41,10 @@ public:
   std::size_t halox_pack();
   /// halox's unpack of `packed()` into the object.
   std::size_t halox_unpack();
+  /// The pack a user writes by hand: one memcpy per block (its size known only at run time).
+  void hand_pack();
+  /// The matching hand-written unpack.
+  void hand_unpack();
   /// MPI_Pack / MPI_Unpack of the object with construction `c` into / from `packed()`.
   void mpi_pack(construction c);
   void mpi_unpack(construction c);

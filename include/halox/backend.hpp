@@ -11,19 +11,23 @@ namespace halox {
 /// reverse exchange, redistribution); they differ in speed, which depends on the MPI library,
 /// the network and the shapes, hence `automatic`, which measures.
 enum class backend {
-  automatic,          ///< measure the applicable candidates at plan time and keep the fastest
-  mpi_datatype,       ///< MPI derived datatypes + MPI_Isend/MPI_Irecv; halox packs nothing
-  mpi_pack,           ///< halox packs into one buffer per peer + Isend/Irecv ("p2p"); contiguous
-                      ///< single-region messages are sent and received in place (zero copy)
-  mpi_persistent,     ///< like mpi_pack, with persistent requests (MPI_Send_init/MPI_Recv_init)
-  mpi_neighbor,       ///< pack + MPI_Ineighbor_alltoallv on a distributed-graph topology
-  alltoallv,          ///< pack + one MPI_Ialltoallv over the whole communicator
-  alltoallw,          ///< derived datatypes + one MPI_Ialltoallw over the whole communicator
-  cuda_aware_mpi,     ///< device buffers: CUDA pack kernels, device pointers handed to MPI
-  staged_mpi,         ///< device buffers: CUDA pack, copy to pinned host memory, MPI, copy back
-  nccl,               ///< device buffers: CUDA pack + ncclSend/ncclRecv on the stream
-  device_mpi_datatype ///< device buffers given to MPI with derived datatypes (to expose how an
-                      ///< MPI's datatype engine handles GPU memory)
+  automatic,           ///< measure the applicable candidates at plan time and keep the fastest
+  mpi_datatype,        ///< MPI derived datatypes + MPI_Isend/MPI_Irecv; halox packs nothing
+  mpi_pack,            ///< halox packs into one buffer per peer + Isend/Irecv ("p2p"); contiguous
+                       ///< single-region messages are sent and received in place (zero copy)
+  mpi_persistent,      ///< like mpi_pack, with persistent requests (MPI_Send_init/MPI_Recv_init)
+  mpi_neighbor,        ///< pack + MPI_Ineighbor_alltoallv on a distributed-graph topology
+  alltoallv,           ///< pack + one MPI_Ialltoallv over the whole communicator
+  alltoallw,           ///< derived datatypes + one MPI_Ialltoallw over the whole communicator
+  cuda_aware_mpi,      ///< device buffers: CUDA pack kernels, device pointers handed to MPI
+  staged_mpi,          ///< device buffers: CUDA pack, copy to pinned host memory, MPI, copy back
+  nccl,                ///< device buffers: CUDA pack + ncclSend/ncclRecv on the stream
+  device_mpi_datatype, ///< device buffers given to MPI with derived datatypes (to expose how an
+                       ///< MPI's datatype engine handles GPU memory)
+  ucx,    ///< host buffers, UCX (UCP tag messages) without MPI: halox packs each peer's regions
+          ///< into one message; single contiguous regions go in place (builds with UCX)
+  ucx_iov ///< like ucx, but multi-region messages go as UCP iov lists straight from/to the
+          ///< tensor, no packing (a combining reverse exchange still unpacks what it receives)
 };
 
 /// Name of a backend ("mpi_pack", ...).

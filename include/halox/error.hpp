@@ -17,7 +17,8 @@ enum class errc {
   invalid_state,      ///< an operation was called in the wrong order (wait without start, ...)
   unsupported,        ///< the combination is valid but not available in this build
   internal,           ///< a bug in halox
-  timeout             ///< a wait exceeded its bound (HALOX_TIMEOUT / timeout_seconds)
+  timeout,            ///< a wait exceeded its bound (HALOX_TIMEOUT / timeout_seconds)
+  ucx_error           ///< a UCX call failed (the ucx / ucx_iov backends)
 };
 
 /// Human-readable name of an error category.

@@ -22,10 +22,19 @@ enum class boundary_fill {
 
 /// Options of automatic backend selection (used when the backend is `automatic`).
 struct tune_options {
-  int warmup = 2;             ///< untimed runs per candidate
-  int trials = 5;             ///< timed runs per candidate (the median of max-over-ranks counts)
-  double budget_seconds = 2.; ///< stop measuring further candidates past this time
+  int warmup = 2; ///< untimed runs per candidate
+  /// Rounds every candidate is timed in before any is dropped or a winner declared (a round
+  /// times each remaining candidate once, interleaved; the median of max-over-ranks counts).
+  int trials = 5;
+  double budget_seconds = 2.; ///< stop measuring past this time ($HALOX_TUNE_BUDGET overrides)
   std::string cache_file;     ///< on-disk plan cache ("" = $HALOX_PLAN_CACHE, or none)
+  /// Rounds after which the best median wins even when the confidence intervals still overlap
+  /// ($HALOX_TUNE_MAX_ROUNDS overrides).
+  int max_rounds = 64;
+  /// When the winner's interval overlapped the runner-up's, the plan's first forward
+  /// executions alternate between both and the plan keeps the faster (one small all-reduce at
+  /// the decision; $HALOX_TUNE_RECHECK overrides; see docs/autotune.md). Host memory only.
+  bool recheck = true;
 };
 
 /// Options of a halo-exchange plan. Every rank must pass the same options.

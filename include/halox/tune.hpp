@@ -2,10 +2,13 @@
 /// \file tune.hpp
 /// Automatic backend selection: the process's plan cache and what selection has done so far.
 ///
-/// A plan built with `backend::automatic` (the default) times every applicable backend on
-/// scratch buffers of its own layout, keeps the fastest and remembers the choice in a plan cache
-/// (in memory for the process, and optionally in a file: `tune_options::cache_file` or
-/// `$HALOX_PLAN_CACHE`). `halo_plan::describe()` shows the choice and every candidate's time.
+/// A plan built with `backend::automatic` (the default) races every applicable backend on
+/// scratch buffers of its own layout, in interleaved rounds until the leader's confidence
+/// interval separates from the others' or a budget is spent, keeps the fastest (re-checking a
+/// close call against the runner-up in its first executions) and remembers the choice in a plan
+/// cache (in memory for the process, and optionally in a file: `tune_options::cache_file` or
+/// `$HALOX_PLAN_CACHE`). `halo_plan::describe()` shows the choice, every candidate's median and
+/// interval, and the re-check.
 /// See docs/autotune.md.
 
 #include <cstdint>

@@ -39,7 +39,9 @@ PYBIND11_MODULE(_halox, m) {
       .value("cuda_aware_mpi", halox::backend::cuda_aware_mpi)
       .value("staged_mpi", halox::backend::staged_mpi)
       .value("nccl", halox::backend::nccl)
-      .value("device_mpi_datatype", halox::backend::device_mpi_datatype);
+      .value("device_mpi_datatype", halox::backend::device_mpi_datatype)
+      .value("ucx", halox::backend::ucx)
+      .value("ucx_iov", halox::backend::ucx_iov);
   py::enum_<halox::reduce_op>(m, "ReduceOp", "Reduction of the reverse halo exchange.")
       .value("sum", halox::reduce_op::sum)
       .value("max", halox::reduce_op::max)

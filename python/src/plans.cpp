@@ -32,8 +32,13 @@ halox::tune_options to_tune(py::handle h) {
       t.budget_seconds = item.second.cast<double>();
     else if (key == "cache_file")
       t.cache_file = item.second.cast<std::string>();
+    else if (key == "max_rounds")
+      t.max_rounds = item.second.cast<int>();
+    else if (key == "recheck")
+      t.recheck = item.second.cast<bool>();
     else
-      fail("unknown tune option '" + key + "'; use warmup, trials, budget_seconds or cache_file");
+      fail("unknown tune option '" + key +
+           "'; use warmup, trials, budget_seconds, cache_file, max_rounds or recheck");
   }
   return t;
 }

@@ -7,10 +7,11 @@ namespace halox {
 
 namespace {
 constexpr backend all_backends[] = {
-    backend::automatic,      backend::mpi_datatype,       backend::mpi_pack,
-    backend::mpi_persistent, backend::mpi_neighbor,       backend::alltoallv,
-    backend::alltoallw,      backend::cuda_aware_mpi,     backend::staged_mpi,
-    backend::nccl,           backend::device_mpi_datatype};
+    backend::automatic,      backend::mpi_datatype,        backend::mpi_pack,
+    backend::mpi_persistent, backend::mpi_neighbor,        backend::alltoallv,
+    backend::alltoallw,      backend::cuda_aware_mpi,      backend::staged_mpi,
+    backend::nccl,           backend::device_mpi_datatype, backend::ucx,
+    backend::ucx_iov};
 }
 
 char const* to_string(backend b) noexcept {
@@ -26,6 +27,8 @@ char const* to_string(backend b) noexcept {
   case backend::staged_mpi: return "staged_mpi";
   case backend::nccl: return "nccl";
   case backend::device_mpi_datatype: return "device_mpi_datatype";
+  case backend::ucx: return "ucx";
+  case backend::ucx_iov: return "ucx_iov";
   }
   return "unknown";
 }

@@ -159,7 +159,10 @@ std::string context::describe() const {
      << bytes_in_use(memory_kind::pinned_host) << " B pinned / "
      << bytes_in_use(memory_kind::device) << " B device in use, "
      << (state_->alloc.allocate ? "caller allocator" : "halox allocations") << ", NCCL "
-     << (has_nccl() ? "created" : "not created");
+     << (has_nccl() ? "created" : "not created") << ", UCX "
+     << (state_->ucx                   ? "started"
+         : state_->ucx_failure.empty() ? "not started"
+                                       : "failed: " + state_->ucx_failure);
   if (state_->device >= 0) os << ", selected " << state_->device_reason;
   return os.str();
 }

@@ -17,6 +17,7 @@ char const* to_string(errc c) noexcept {
   case errc::unsupported: return "unsupported";
   case errc::internal: return "internal";
   case errc::timeout: return "timeout";
+  case errc::ucx_error: return "ucx_error";
   }
   return "unknown";
 }

@@ -1,6 +1,7 @@
 #include "core/plan_engine.hpp"
 
 #include "core/collective_check.hpp"
+#include "tune/plan_cache.hpp"
 
 #include <halox/error.hpp>
 
@@ -30,6 +31,12 @@ void require_context_matches(context const& ctx, MPI_Comm comm, char const* what
 }
 
 namespace {
+
+// The re-check's clock: the tuner's (tests may replace it), MPI_Wtime otherwise.
+double recheck_clock() {
+  auto const& hooks = test_hooks();
+  return hooks.clock ? hooks.clock() : MPI_Wtime();
+}
 
 // Every rank must hand the plan the same tag, which holds when all build the plans of a context
 // in the same order; a rank that did otherwise would exchange messages with the wrong plan.
@@ -63,19 +70,45 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
   // Both directions are built now, not on the first reverse exchange: building may be
   // collective (a topology, an NCCL communicator), which must never happen inside start/wait.
   // A rank that cannot build them (a count over MPI's int range, memory) must not leave the
-  // others waiting: all agree first.
+  // others waiting: all agree first. An automatic choice hands over the forward executor it
+  // timed.
   collective_check(
       cfg_.comm, std::string(o.label) + ": the " + to_string(selected_) + " executor",
       [&] {
-        fwd_ = make_executor(selected_, forward_, cfg_);
+        fwd_ =
+            sel.chosen_exec ? std::move(sel.chosen_exec) : make_executor(selected_, forward_, cfg_);
         rev_ = make_executor(selected_, forward_.reversed(), cfg_);
       },
       [] { return std::uint64_t{0}; });
+  rc_.reason = std::move(sel.recheck_reason);
+  if (sel.runner_up != backend::automatic) {
+    // The runner-up's executors for the re-check. Failing to build them only cancels the
+    // re-check, on every rank alike.
+    std::unique_ptr<executor> af = std::move(sel.runner_exec), ar;
+    int bad = 0;
+    try {
+      if (!af) af = make_executor(sel.runner_up, forward_, cfg_);
+      ar = make_executor(sel.runner_up, forward_.reversed(), cfg_);
+    } catch (std::exception const&) {
+      bad = 1;
+    }
+    HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, cfg_.comm));
+    if (bad) {
+      rc_.reason = std::string("cancelled, the runner-up ") + to_string(sel.runner_up) +
+                   " could not be built on every rank";
+    } else {
+      alt_fwd_ = std::move(af);
+      alt_rev_ = std::move(ar);
+      rc_.state = recheck_state::phase::pending;
+      rc_.other = sel.runner_up;
+      rc_.force = sel.force_switch;
+    }
+  }
   if (!external_) {
     auto const ws = workspace_bytes();
     own_.reserve(cfg_.ctx, {ws.host, ws.pinned_host, ws.device});
-    fwd_->bind_workspace(own_.bases());
-    rev_->bind_workspace(own_.bases());
+    for (auto* e : {fwd_.get(), rev_.get(), alt_fwd_.get(), alt_rev_.get()})
+      if (e) e->bind_workspace(own_.bases());
   }
 }
 
@@ -90,8 +123,11 @@ bool plan_engine::abandon() noexcept {
 }
 
 workspace_size plan_engine::workspace_bytes() const noexcept {
-  auto const a = fwd_->workspace_needs(), b = rev_->workspace_needs();
-  return {std::max(a[0], b[0]), std::max(a[1], b[1]), std::max(a[2], b[2])};
+  std::array<std::size_t, 3> n{};
+  for (auto* e : {fwd_.get(), rev_.get(), alt_fwd_.get(), alt_rev_.get()})
+    if (e)
+      for (int k = 0; k < 3; ++k) n[k] = std::max(n[k], e->workspace_needs()[k]);
+  return {n[0], n[1], n[2]};
 }
 
 void plan_engine::set_workspace(workspace const& w) {
@@ -115,8 +151,8 @@ void plan_engine::set_workspace(workspace const& w) {
   workspace_bases const b = {static_cast<std::byte*>(w.host),
                              static_cast<std::byte*>(w.pinned_host),
                              static_cast<std::byte*>(w.device)};
-  fwd_->bind_workspace(b);
-  rev_->bind_workspace(b);
+  for (auto* e : {fwd_.get(), rev_.get(), alt_fwd_.get(), alt_rev_.get()})
+    if (e) e->bind_workspace(b);
 }
 
 void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* stream) {
@@ -127,8 +163,20 @@ void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* st
                 "start called while an exchange of this plan is still in flight; call wait() "
                 "first");
   executor* e = reverse ? rev_.get() : fwd_.get();
+  // Every rank executes the same sequence (execution is collective), so counting forward
+  // exchanges picks the same executor everywhere.
+  bool const timed = !reverse && rc_.state == recheck_state::phase::pending;
+  double t = 0.0;
+  if (timed) {
+    if (rc_.done % 2 == 1) e = alt_fwd_.get();
+    t = recheck_clock();
+  }
   e->start(bufs, reverse ? op : combine_op::replace, stream, reverse);
   active_ = e;
+  if (timed) {
+    rc_.spent = recheck_clock() - t;
+    rc_.timing = true;
+  }
 }
 
 void plan_engine::agree_execute_round(int direction, std::exception_ptr const& local) {
@@ -157,7 +205,61 @@ void plan_engine::wait(void* stream) {
                 "wait called without a matching start; call start() (or execute()) first");
   executor* e = active_;
   active_ = nullptr;
+  if (!rc_.timing) {
+    e->wait(stream);
+    return;
+  }
+  rc_.timing = false;
+  double const t = recheck_clock();
   e->wait(stream);
+  auto const& hooks = test_hooks();
+  rc_.times[static_cast<std::size_t>(rc_.done)] =
+      rc_.spent + (recheck_clock() - t) + (hooks.skew ? hooks.skew(e->kind(), rc_.done) : 0.0);
+  if (++rc_.done == recheck_executions) recheck_decide();
+}
+
+void plan_engine::recheck_decide() {
+  allreduce_bounded(MPI_IN_PLACE, rc_.times.data(), recheck_executions, MPI_DOUBLE, MPI_MAX,
+                    cfg_.comm, cfg_.timeout, "the re-check of an automatic backend choice");
+  // The first pair is a warm-up; then even exchanges ran the choice, odd ones the runner-up.
+  constexpr int half = (recheck_executions - 2) / 2;
+  double chosen[half], runner[half];
+  for (int i = 0; i < half; ++i) {
+    chosen[i] = rc_.times[static_cast<std::size_t>(2 + 2 * i)];
+    runner[i] = rc_.times[static_cast<std::size_t>(3 + 2 * i)];
+  }
+  bool const faster = recheck_switch(chosen, half, runner, half, recheck_margin, rc_.medians);
+  if (faster || rc_.force) {
+    std::swap(fwd_, alt_fwd_);
+    std::swap(rev_, alt_rev_);
+    std::swap(selected_, rc_.other);
+    rc_.state = recheck_state::phase::switched;
+  } else {
+    rc_.state = recheck_state::phase::confirmed;
+  }
+}
+
+std::string plan_engine::recheck_summary() const {
+  using phase = recheck_state::phase;
+  constexpr int half = (recheck_executions - 2) / 2;
+  switch (rc_.state) {
+  case phase::none: return rc_.reason.empty() ? "" : "; re-check: " + rc_.reason;
+  case phase::pending:
+    return "; re-check against " + std::string(to_string(rc_.other)) + " (" + rc_.reason +
+           "): " + std::to_string(rc_.done) + " of " + std::to_string(recheck_executions) +
+           " forward executions done";
+  case phase::confirmed:
+    return "; re-check confirmed " + std::string(to_string(selected_)) + " over " +
+           to_string(rc_.other) + " (" + rc_.reason + "): median " +
+           format_seconds(rc_.medians[0]) + " vs " + format_seconds(rc_.medians[1]) + " over " +
+           std::to_string(half) + "+" + std::to_string(half) + " executions";
+  case phase::switched:
+    return "; re-check switched from " + std::string(to_string(rc_.other)) + " to " +
+           to_string(selected_) + " (" + rc_.reason + "): median " +
+           format_seconds(rc_.medians[0]) + " vs " + format_seconds(rc_.medians[1]) + " over " +
+           std::to_string(half) + "+" + std::to_string(half) + " executions";
+  }
+  return "";
 }
 
 std::string plan_engine::summary() const {
@@ -165,10 +267,10 @@ std::string plan_engine::summary() const {
   std::size_t regions = 0;
   for (auto const& m : forward_.sends) regions += m.regions.size();
   auto const ws = workspace_bytes();
-  os << "backend " << to_string(selected_) << " (" << report_ << "); " << forward_.sends.size()
-     << " send peer(s), " << forward_.recvs.size() << " receive peer(s), " << forward_.send_bytes()
-     << " B out / " << forward_.recv_bytes() << " B in per exchange, " << regions
-     << " send region(s), " << forward_.copies.size() << " local copy(ies); message tag "
+  os << "backend " << to_string(selected_) << " (" << report_ << ")" << recheck_summary() << "; "
+     << forward_.sends.size() << " send peer(s), " << forward_.recvs.size() << " receive peer(s), "
+     << forward_.send_bytes() << " B out / " << forward_.recv_bytes() << " B in per exchange, "
+     << regions << " send region(s), " << forward_.copies.size() << " local copy(ies); message tag "
      << cfg_.tag << "; workspace " << ws.host << " B host";
   if (ws.pinned_host) os << " + " << ws.pinned_host << " B pinned";
   if (ws.device) os << " + " << ws.device << " B device";

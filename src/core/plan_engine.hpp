@@ -9,6 +9,7 @@
 #include <halox/context.hpp>
 #include <halox/halo.hpp>
 
+#include <array>
 #include <exception>
 #include <memory>
 #include <string>
@@ -56,9 +57,13 @@ public:
     agree_execute_round(direction, local);
   }
 
-  /// Begins an exchange (forward, or reverse combining with `op`).
+  /// Begins an exchange (forward, or reverse combining with `op`). While the online re-check
+  /// runs, forward exchanges alternate between the chosen backend's executor and the
+  /// runner-up's (both built at plan time) and are timed.
   void start(void* const* bufs, bool reverse, combine_op op, void* stream);
-  /// Completes the exchange in flight.
+  /// Completes the exchange in flight. The wait of the last re-checked forward exchange takes
+  /// the re-check's decision: one bounded all-reduce of the timings, then every rank keeps the
+  /// same backend. Allocates nothing.
   void wait(void* stream);
   /// Abandons the exchange in flight, if any (see executor::abandon); returns false when its
   /// messages could be neither completed nor cancelled (the engine's own workspace is then kept
@@ -81,8 +86,30 @@ public:
   /// Peers, bytes, regions, backend, workspace.
   [[nodiscard]] std::string summary() const;
 
+  /// Forward executions the online re-check times: the first pair is a warm-up (first use of
+  /// the caller's buffers), then the chosen backend and the runner-up alternate.
+  static constexpr int recheck_executions = 10;
+  /// Fraction by which the runner-up's median must beat the chosen backend's to switch.
+  static constexpr double recheck_margin = 0.05;
+
 private:
   void agree_execute_round(int direction, std::exception_ptr const& local);
+  void recheck_decide();
+  [[nodiscard]] std::string recheck_summary() const;
+
+  // The online re-check of an automatic choice (see docs/autotune.md).
+  struct recheck_state {
+    enum class phase { none, pending, confirmed, switched };
+    phase state = phase::none;
+    backend other = backend::automatic; ///< the runner-up (after a switch: the old choice)
+    bool force = false;                 ///< switch whatever the times say (tests)
+    bool timing = false;                ///< the exchange in flight is timed
+    int done = 0;                       ///< forward exchanges timed so far
+    double spent = 0.0;                 ///< seconds spent in start of the exchange in flight
+    std::array<double, recheck_executions> times{};
+    double medians[2] = {0.0, 0.0}; ///< chosen, runner-up (at the decision)
+    std::string reason;             ///< why there is (no) re-check
+  };
 
   context ctx_;
   bool check_ = false;
@@ -93,7 +120,9 @@ private:
   bool external_ = false;
   workspace_memory own_; // before the executors: they are destroyed first
   std::unique_ptr<executor> fwd_, rev_;
+  std::unique_ptr<executor> alt_fwd_, alt_rev_; // the runner-up's, while/after re-checking
   executor* active_ = nullptr;
+  recheck_state rc_;
 };
 
 /// Converts the public reduction to the internal combine op.

@@ -23,6 +23,12 @@ struct halox::context::state {
   /// The NCCL communicator (an owner of ncclComm_t, type-erased so that this header needs no
   /// NCCL); created by the first nccl executor, at plan construction.
   std::shared_ptr<void> nccl;
+  /// The UCX transport (UCP context, worker, endpoints; an owner of detail::ucx_transport, type
+  /// erased likewise); created by the first ucx executor, at plan construction, collectively.
+  std::shared_ptr<void> ucx;
+  /// Why UCX could not start on this context (the same on every rank); empty when it did or was
+  /// never tried. Later ucx plans fail with it at once instead of bootstrapping again.
+  std::string ucx_failure;
   double timeout = 0.0;       ///< seconds, 0: unbounded (options or $HALOX_TIMEOUT)
   bool check_execute = false; ///< options or $HALOX_CHECK=1
   int device = -1;            ///< made current at construction (select_device), or -1

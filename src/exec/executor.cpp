@@ -159,7 +159,7 @@ void executor::start(void* const* bufs, combine_op op, void* stream, bool revers
   bufs_ = bufs;
   op_ = op;
   reverse_ = reverse;
-  if (cfg_.timeout > 0) std::fill(done_.begin(), done_.end(), 0);
+  std::fill(done_.begin(), done_.end(), 0);
   in_flight_ = true;
   try {
     post(stream);
@@ -189,12 +189,16 @@ void executor::bind_workspace(workspace_bases const& bases) {
   ws_ = bases;
   bound_ = true;
   // The watchdog's per-request flags are sized here, at plan time, never on the first start.
-  done_.assign(reqs_.size(), 0);
+  done_.assign(std::max(reqs_.size(), info_.size()), 0);
   on_bind();
 }
 
 bool executor::abandon(double grace) noexcept {
   in_flight_ = false;
+  return abandon_requests(grace);
+}
+
+bool executor::abandon_requests(double grace) noexcept {
   if (!mpi_alive()) return true;
   auto const n = static_cast<int>(reqs_.size());
   auto all_done = [&](double seconds) {

@@ -123,6 +123,9 @@ public:
   /// Makes the executor use the workspace at `bases` (each at least `workspace_bytes` of its
   /// kind). Cheap when the addresses did not change.
   void bind_workspace(workspace_bases const& bases);
+  /// Forgets the bound workspace before its memory is released (the autotuner's, once timing
+  /// is over): `start` refuses to run until `bind_workspace` is called again.
+  void unbind_workspace() noexcept { bound_ = false; }
 
   /// The backend this executor implements.
   [[nodiscard]] virtual backend kind() const noexcept = 0;
@@ -138,6 +141,11 @@ protected:
   virtual void on_bind() {}
   /// True when the requests are of a nonblocking collective (they cannot be cancelled).
   [[nodiscard]] virtual bool collective_requests() const noexcept { return false; }
+  /// Finishes or cancels whatever the exchange in flight still has pending, for `abandon`:
+  /// waits up to `grace` seconds for completion, then cancels. Returns false when something
+  /// could be neither completed nor cancelled. The default works on `reqs_` (MPI requests); a
+  /// backend with its own requests (UCX) overrides it.
+  [[nodiscard]] virtual bool abandon_requests(double grace) noexcept;
 
   /// Completes requests [first, first + n) of `reqs_`, within the plan's timeout when it has one
   /// (then every request needs its `info_` entry, which names it in the error).
@@ -163,14 +171,19 @@ protected:
   std::vector<MPI_Request> reqs_;
   void* const* bufs_ = nullptr;
   combine_op op_ = combine_op::replace;
+  /// Per request (one per `info_` / `reqs_` entry): completed in this exchange. Cleared by
+  /// `start`; `wait_all`/`wait_any` keep it when the plan has a timeout, a backend with its own
+  /// requests keeps it always.
+  std::vector<char> done_;
 
-private:
+  /// Throws `halox::error` (errc::timeout) naming the plan, its tag, the backend and the
+  /// requests of [first, first + n) not `done_`, with the bytes they still move.
   [[noreturn]] void throw_timeout(std::size_t first, std::size_t n);
 
+private:
   workspace_layout layout_;
   workspace_bases ws_{};
-  std::vector<char> done_; // per request, with a timeout: returned by wait_any / completed
-  bool reverse_ = false;   // direction of the exchange in flight, for messages
+  bool reverse_ = false; // direction of the exchange in flight, for messages
   bool bound_ = false;
   bool in_flight_ = false;
 };

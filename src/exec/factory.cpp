@@ -9,6 +9,9 @@
 #if HALOX_HAS_CUDA
 #include "exec/cuda/device_executors.hpp"
 #endif
+#if HALOX_HAS_UCX
+#include "exec/ucx/ucx_executor.hpp"
+#endif
 
 namespace halox::detail {
 
@@ -22,6 +25,12 @@ bool backend_available(backend b, memory_space mem) noexcept {
   case backend::mpi_neighbor:
   case backend::alltoallv:
   case backend::alltoallw: return host;
+#if HALOX_HAS_UCX
+  // Host memory only: device buffers would need UCX built with CUDA support and device pack
+  // kernels in front of it, which this backend does not have.
+  case backend::ucx:
+  case backend::ucx_iov: return host;
+#endif
 #if HALOX_HAS_CUDA
   case backend::cuda_aware_mpi:
   case backend::staged_mpi:
@@ -44,6 +53,10 @@ std::unique_ptr<executor> make_executor(backend b, schedule const& s, exec_confi
   case backend::mpi_neighbor:
   case backend::alltoallv:
   case backend::alltoallw: return make_collective_executor(b, s, cfg);
+#if HALOX_HAS_UCX
+  case backend::ucx: return make_ucx_executor(s, cfg, false);
+  case backend::ucx_iov: return make_ucx_executor(s, cfg, true);
+#endif
 #if HALOX_HAS_CUDA
   case backend::cuda_aware_mpi:
   case backend::staged_mpi:

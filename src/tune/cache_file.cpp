@@ -80,10 +80,26 @@ bool parse_decision(std::string const& text, cache_entry& e) {
     } else if (v == "skipped") {
       r.status = candidate_status::skipped;
     } else {
+      // "median" (version 1) or "median/lo/hi/rounds" (version 2).
+      char const* p = v.c_str();
       char* end = nullptr;
-      r.median = std::strtod(v.c_str(), &end);
-      if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(r.median) || r.median < 0)
-        return false;
+      r.median = std::strtod(p, &end);
+      if (v.empty() || end == p || !std::isfinite(r.median) || r.median < 0) return false;
+      if (*end == '/') {
+        p = end + 1;
+        r.lo = std::strtod(p, &end);
+        if (end == p || *end != '/' || !std::isfinite(r.lo) || r.lo < 0) return false;
+        p = end + 1;
+        r.hi = std::strtod(p, &end);
+        if (end == p || *end != '/' || !std::isfinite(r.hi) || r.hi < r.lo) return false;
+        p = end + 1;
+        long const n = std::strtol(p, &end, 10);
+        if (end == p || n < 1 || n > 100000) return false;
+        r.rounds = static_cast<int>(n);
+      } else {
+        r.lo = r.hi = r.median;
+      }
+      if (end != v.c_str() + v.size()) return false;
       r.status = candidate_status::measured;
       if (r.b == e.chosen) chosen_measured = true;
     }
@@ -202,8 +218,11 @@ std::string format_entry(std::string const& key_text, cache_entry const& e) {
     line += std::string(" ") + to_string(c.b) + "=";
     switch (c.status) {
     case candidate_status::measured: {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.6g", c.median);
+      char buf[96];
+      if (c.rounds > 0)
+        std::snprintf(buf, sizeof buf, "%.6g/%.6g/%.6g/%d", c.median, c.lo, c.hi, c.rounds);
+      else
+        std::snprintf(buf, sizeof buf, "%.6g", c.median);
       line += buf;
       break;
     }
@@ -240,8 +259,10 @@ cache_file_contents parse_cache_file(std::string const& text, std::string const&
       if (t.size() != 2 || t[0] != "halox-plan-cache")
         return fail(verdict::corrupt, where + " is not a halox plan cache header "
                                               "('halox-plan-cache <version>' expected)");
-      if (t[1] != std::to_string(cache_format_version))
-        return fail(verdict::foreign, "format version " + t[1] + ", this halox reads version " +
+      // Version 1 entries (a median per candidate, no interval) are still read.
+      if (t[1] != std::to_string(cache_format_version) && t[1] != "1")
+        return fail(verdict::foreign, "format version " + t[1] +
+                                          ", this halox reads versions 1 to " +
                                           std::to_string(cache_format_version));
       ++header;
     } else if (header == 1) {

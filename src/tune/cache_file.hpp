@@ -5,14 +5,16 @@
 // A file is line-based:
 //
 //   # comment lines and blank lines are ignored anywhere
-//   halox-plan-cache 1                      <- format version
+//   halox-plan-cache 2                      <- format version (1 is still read)
 //   mpi MPICH Version: 4.2.0 ...            <- MPI_Get_library_version, first line
 //   halox 0.1.0                             <- halox version
 //   geom=... sched=... ranks=2 slots=1 msgs=4 bytes=512 mem=host dev=host -> mpi_pack
-//   mpi_pack=1.2e-05 ...
+//   mpi_pack=1.2e-05/1.1e-05/1.3e-05/20 ...
 //
-// Each entry is the key, " -> ", the chosen backend, then `name=median_seconds` (or
-// `name=unavailable` / `name=skipped`) for every candidate. A later entry for the same key wins.
+// Each entry is the key, " -> ", the chosen backend, then `name=median/lo/hi/rounds` (seconds,
+// the median's confidence interval, rounds timed; version 1 wrote `name=median` alone, still
+// read) or `name=unavailable` / `name=skipped` for every candidate. A later entry for the same key
+// wins.
 
 #include "tune/decision.hpp"
 
@@ -26,7 +28,7 @@
 namespace halox::detail {
 
 /// Version of the file format written by this halox.
-inline constexpr int cache_format_version = 1;
+inline constexpr int cache_format_version = 2;
 
 /// Everything, besides the MPI library and the halox version (carried by the file header), that
 /// determines the outcome of a selection. Identical on every rank of the plan.

@@ -5,6 +5,8 @@
 
 #include <halox/error.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -78,10 +80,41 @@ tune_settings local_settings(tune_options const& t, memory_space mem) {
   HALOX_REQUIRE(t.budget_seconds >= 0.0, errc::invalid_argument,
                 "tune_options::budget_seconds = " + std::to_string(t.budget_seconds) +
                     " must be a number of seconds >= 0");
+  HALOX_REQUIRE(t.max_rounds >= t.trials && t.max_rounds <= 100000, errc::invalid_argument,
+                "tune_options::max_rounds = " + std::to_string(t.max_rounds) +
+                    " is outside [trials = " + std::to_string(t.trials) + ", 100000]; use e.g. 64");
   tune_settings set;
   set.warmup = t.warmup;
   set.trials = t.trials;
+  set.max_rounds = t.max_rounds;
   set.budget = t.budget_seconds;
+  set.recheck = t.recheck ? recheck_mode::on : recheck_mode::off;
+  if (char const* env = std::getenv("HALOX_TUNE_MAX_ROUNDS"); env && *env) {
+    char* end = nullptr;
+    long const v = std::strtol(env, &end, 10);
+    HALOX_REQUIRE(end != env && *end == '\0' && v >= set.trials && v <= 100000,
+                  errc::invalid_argument,
+                  std::string("HALOX_TUNE_MAX_ROUNDS='") + env +
+                      "' is not a round count in [trials = " + std::to_string(set.trials) +
+                      ", 100000]; set e.g. HALOX_TUNE_MAX_ROUNDS=64");
+    set.max_rounds = static_cast<int>(v);
+  }
+  if (char const* env = std::getenv("HALOX_TUNE_RECHECK"); env && *env) {
+    std::string const v = env;
+    if (v == "0" || v == "off")
+      set.recheck = recheck_mode::off;
+    else if (v == "1" || v == "on")
+      set.recheck = recheck_mode::on;
+    else if (v == "always")
+      set.recheck = recheck_mode::always;
+    else if (v == "switch")
+      set.recheck = recheck_mode::force;
+    else
+      throw error(errc::invalid_argument,
+                  "HALOX_TUNE_RECHECK='" + v +
+                      "' is not one of off, on, always, switch (or 0, 1); set e.g. "
+                      "HALOX_TUNE_RECHECK=on");
+  }
   if (char const* env = std::getenv("HALOX_TUNE_BUDGET"); env && *env) {
     char* end = nullptr;
     double const v = std::strtod(env, &end);
@@ -119,7 +152,9 @@ tune_settings agree_settings(MPI_Comm comm, tune_options const& t, memory_space 
   int rank = 0;
   HALOX_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   auto const forced = static_cast<long long>(set.forced);
-  long long in[9] = {local ? rank + 1LL : 0LL,
+  auto const recheck = static_cast<long long>(set.recheck);
+  constexpr int n = 13;
+  long long in[n] = {local ? rank + 1LL : 0LL,
                      forced,
                      -forced,
                      set.warmup,
@@ -127,27 +162,34 @@ tune_settings agree_settings(MPI_Comm comm, tune_options const& t, memory_space 
                      set.trials,
                      -set.trials,
                      budget_bits(set.budget),
-                     -budget_bits(set.budget)};
-  long long out[9] = {};
-  HALOX_MPI_CHECK(MPI_Allreduce(in, out, 9, MPI_LONG_LONG, MPI_MAX, comm));
+                     -budget_bits(set.budget),
+                     set.max_rounds,
+                     -set.max_rounds,
+                     recheck,
+                     -recheck};
+  long long out[n] = {};
+  HALOX_MPI_CHECK(MPI_Allreduce(in, out, n, MPI_LONG_LONG, MPI_MAX, comm));
   if (local) std::rethrow_exception(local);
   if (out[0] != 0)
     throw error(errc::invalid_argument,
                 "automatic backend selection: rank " + std::to_string(out[0] - 1) +
-                    " rejected its tuning settings ($HALOX_BACKEND, $HALOX_TUNE_BUDGET or "
+                    " rejected its tuning settings ($HALOX_BACKEND, $HALOX_TUNE_* or "
                     "tune_options); see the error printed there and fix them on that rank");
   if (out[1] != in[1] || out[2] != in[2])
     throw error(errc::inconsistent_ranks,
                 std::string("$HALOX_BACKEND differs between ranks (") +
                     (set.forced == backend::automatic ? "unset" : to_string(set.forced)) +
                     " on this rank); set it to the same value on every rank or on none");
-  for (int i = 3; i < 9; ++i)
+  for (int i = 3; i < n; ++i)
     if (out[i] != in[i])
       throw error(errc::inconsistent_ranks,
                   "tune_options or $HALOX_TUNE_BUDGET differ between ranks (here warmup " +
                       std::to_string(set.warmup) + ", trials " + std::to_string(set.trials) +
-                      ", budget " + std::to_string(set.budget) +
-                      " s); pass the same values on every rank");
+                      ", budget " + std::to_string(set.budget) + " s, max_rounds " +
+                      std::to_string(set.max_rounds) + ", recheck " +
+                      std::to_string(static_cast<int>(set.recheck)) +
+                      "; $HALOX_TUNE_MAX_ROUNDS and $HALOX_TUNE_RECHECK count too); pass the "
+                      "same values on every rank");
   return set;
 }
 
@@ -177,40 +219,55 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
                                exec_config const& cfg, tune_settings const& set) {
   auto const& hooks = test_hooks();
   auto const now = [&] { return hooks.clock ? hooks.clock() : MPI_Wtime(); };
-  // A rank that cannot allocate the scratch reports every candidate as unavailable rather than
-  // leaving the others waiting in a collective.
-  std::unique_ptr<scratch_buffers> buf;
+  // Two distinct sets of scratch buffers with the plan's slot layouts. A rank that cannot
+  // allocate them reports every candidate as unavailable rather than leaving the others waiting
+  // in a collective.
+  std::unique_ptr<scratch_buffers> buf[2];
   try {
-    buf = std::make_unique<scratch_buffers>(s, cfg.memory, cfg.ctx);
+    buf[0] = std::make_unique<scratch_buffers>(s, cfg.memory, cfg.ctx);
+    buf[1] = std::make_unique<scratch_buffers>(s, cfg.memory, cfg.ctx);
   } catch (std::exception const&) {
-    buf.reset();
+    buf[0].reset();
+    buf[1].reset();
   }
-  auto const run = [&](executor& e) {
-    e.start(buf->slots(), combine_op::replace, buf->stream());
-    e.wait(buf->stream());
-    buf->synchronize();
+  // Every rank must agree before building: building an executor can be collective (the UCX
+  // worker's address exchange, the NCCL communicator), so a rank without scratch must not skip
+  // it while the others enter it.
+  {
+    int missing = buf[0] ? 0 : 1;
+    allreduce_bounded(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, cfg.comm, cfg.timeout,
+                      "an autotuning round (the tuning scratch buffers)");
+    if (missing) {
+      buf[0].reset();
+      buf[1].reset();
+    }
+  }
+  auto const run = [&](executor& e, int set_index) {
+    scratch_buffers& b = *buf[set_index];
+    e.start(b.slots(), combine_op::replace, b.stream());
+    e.wait(b.stream());
+    b.synchronize();
   };
 
   measurement m;
   double const t0 = now();
   double elapsed = 0.0; // max over ranks, as of the last reduction
-  int measured = 0;
-  std::vector<double> times(static_cast<std::size_t>(set.trials) + 1);
+  int built_count = 0;
+  // Phase 1: build every candidate (until the budget is used), as the plan would.
+  std::vector<std::unique_ptr<executor>> execs;
   for (backend b : order) {
     candidate_result r;
     r.b = b;
-    if (budget_used(elapsed, set.budget, measured)) {
+    if (budget_used(elapsed, set.budget, built_count)) {
       r.status = candidate_status::skipped;
       m.candidates.push_back(r);
+      execs.emplace_back();
       continue;
     }
     std::unique_ptr<executor> e;
-    workspace_memory ws; // after e's declaration: released after it
-    if (buf) {
+    if (buf[0]) {
       try {
         e = make_executor(b, s, cfg);
-        ws.reserve(cfg.ctx, e->workspace_needs());
-        e->bind_workspace(ws.bases());
       } catch (std::exception const&) {
         e.reset();
       }
@@ -221,29 +278,112 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
     elapsed = built[1];
     if (built[0] != 0.0) {
       r.status = candidate_status::unavailable;
-      m.candidates.push_back(r);
-      continue;
+      e.reset();
+    } else {
+      r.status = candidate_status::measured;
+      ++built_count;
     }
-    for (int w = 0; w < set.warmup; ++w) run(*e);
-    MPI_Request req = MPI_REQUEST_NULL;
-    HALOX_MPI_CHECK(MPI_Ibarrier(cfg.comm, &req));
-    wait_bounded(req, cfg.timeout, "an autotuning round (the barrier before timing)");
-    for (int k = 0; k < set.trials; ++k) {
-      double const a = now();
-      run(*e);
-      times[k] = now() - a + (hooks.skew ? hooks.skew(b, k) : 0.0);
-    }
-    times[set.trials] = now() - t0;
-    allreduce_bounded(MPI_IN_PLACE, times.data(), set.trials + 1, MPI_DOUBLE, MPI_MAX, cfg.comm,
-                      cfg.timeout, "an autotuning round (the trial times)");
-    elapsed = times[set.trials];
-    r.median = median(std::vector<double>(times.begin(), times.begin() + set.trials));
-    r.status = candidate_status::measured;
-    ++measured;
-    count(tune_event::candidate_timed);
     m.candidates.push_back(r);
+    execs.push_back(std::move(e));
+  }
+  if (built_count == 0) {
+    m.seconds = elapsed;
+    return m;
+  }
+
+  // Phase 2: one workspace for all of them (never in flight together), then warm-ups
+  // alternating between the buffer sets. A rank whose workspace cannot be allocated must not
+  // leave the others in a collective: all agree, and the plan then fails as a whole.
+  workspace_memory ws;
+  {
+    std::array<std::size_t, 3> need{};
+    for (auto const& e : execs)
+      if (e)
+        for (int k = 0; k < 3; ++k) need[k] = std::max(need[k], e->workspace_needs()[k]);
+    int bad = 0;
+    try {
+      ws.reserve(cfg.ctx, need);
+    } catch (std::exception const&) {
+      bad = 1;
+    }
+    allreduce_bounded(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, cfg.comm, cfg.timeout,
+                      "an autotuning round (the tuning workspace)");
+    if (bad) {
+      for (auto& c : m.candidates)
+        if (c.status == candidate_status::measured) c.status = candidate_status::unavailable;
+      m.seconds = elapsed;
+      return m;
+    }
+  }
+  std::vector<contestant> race;
+  std::vector<int> cand_of; // race index -> candidate index
+  for (std::size_t i = 0; i < execs.size(); ++i) {
+    if (!execs[i]) continue;
+    execs[i]->bind_workspace(ws.bases());
+    for (int w = 0; w < set.warmup; ++w) run(*execs[i], w % 2);
+    contestant c;
+    c.b = m.candidates[i].b;
+    race.push_back(c);
+    cand_of.push_back(static_cast<int>(i));
+    count(tune_event::candidate_timed);
+  }
+
+  // Phase 3: interleaved rounds until the race is decided.
+  race_limits lim;
+  lim.min_rounds = set.trials;
+  lim.max_rounds = set.max_rounds;
+  lim.budget = set.budget;
+  std::vector<double> round_times;
+  std::vector<int> order_now;
+  race_verdict v;
+  int const n = static_cast<int>(race.size());
+  for (int round = 0;; ++round) {
+    order_now.clear();
+    for (int i = 0; i < n; ++i) {
+      int const j = (i + round) % n; // rotate who goes first, so position biases nobody
+      if (race[j].active) order_now.push_back(j);
+    }
+    round_times.assign(static_cast<std::size_t>(n) + 1, 0.0);
+    for (int j : order_now) {
+      executor& e = *execs[static_cast<std::size_t>(cand_of[j])];
+      // The faster of two exchanges, one per buffer set: both pay for the buffers moving, but
+      // a round is spoilt by a preempted rank only when both exchanges are.
+      double const a = now();
+      run(e, 0);
+      double const b = now();
+      run(e, 1);
+      double const c = now();
+      round_times[j] = std::min(b - a, c - b) + (hooks.skew ? hooks.skew(race[j].b, round) : 0.0);
+    }
+    round_times[n] = now() - t0;
+    allreduce_bounded(MPI_IN_PLACE, round_times.data(), n + 1, MPI_DOUBLE, MPI_MAX, cfg.comm,
+                      cfg.timeout, "an autotuning round (the round times)");
+    elapsed = round_times[n];
+    for (int j : order_now) race[j].times.push_back(round_times[j]);
+    m.rounds = round + 1;
+    v = judge_race(race, m.rounds, elapsed, lim);
+    for (int j : v.drop) race[j].active = false;
+    if (v.stop) break;
+  }
+
+  for (int j = 0; j < n; ++j) {
+    auto const iv = median_ci(race[j].times);
+    auto& r = m.candidates[static_cast<std::size_t>(cand_of[j])];
+    r.median = iv.median;
+    r.lo = iv.lo;
+    r.hi = iv.hi;
+    r.rounds = static_cast<int>(race[j].times.size());
   }
   m.seconds = elapsed;
+  m.separated = v.separated;
+  m.winner = cand_of[v.leader];
+  m.runner_up = v.runner_up >= 0 ? cand_of[v.runner_up] : -1;
+  m.winner_exec = std::move(execs[static_cast<std::size_t>(m.winner)]);
+  m.winner_exec->unbind_workspace();
+  if (m.runner_up >= 0) {
+    m.runner_exec = std::move(execs[static_cast<std::size_t>(m.runner_up)]);
+    m.runner_exec->unbind_workspace();
+  }
   return m;
 }
 

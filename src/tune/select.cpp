@@ -13,11 +13,6 @@ namespace halox::detail {
 
 namespace {
 
-// Candidate outcomes travel in a broadcast as one double per backend enumerator.
-constexpr double code_unavailable = -1.0;
-constexpr double code_skipped = -2.0;
-constexpr double code_absent = -3.0;
-
 bool verbose(int rank) {
   if (rank != 0) return false;
   char const* v = std::getenv("HALOX_VERBOSE");
@@ -30,32 +25,66 @@ backend default_backend(std::vector<backend> const& available, memory_space mem)
   return std::find(available.begin(), available.end(), d) != available.end() ? d : available[0];
 }
 
-std::vector<double> encode(cache_entry const& e, cache_source src) {
-  std::vector<double> msg(2 + backend_count, code_absent);
-  msg[0] = src == cache_source::memory ? 1.0 : 2.0;
-  msg[1] = static_cast<double>(e.chosen);
-  for (auto const& c : e.candidates)
-    msg[2 + static_cast<int>(c.b)] = c.status == candidate_status::measured  ? c.median
-                                     : c.status == candidate_status::skipped ? code_skipped
-                                                                             : code_unavailable;
+// A cached decision travels as a header {found (0 none, 1 memory, 2 file), chosen, candidates}
+// and, when found, six doubles per candidate: backend, status, median, lo, hi, rounds. Nothing
+// here depends on how many backends the build has.
+constexpr int fields = 6;
+
+std::vector<double> encode(cache_entry const& e) {
+  std::vector<double> msg;
+  for (auto const& c : e.candidates) {
+    msg.push_back(static_cast<double>(c.b));
+    msg.push_back(static_cast<double>(c.status));
+    msg.push_back(c.median);
+    msg.push_back(c.lo);
+    msg.push_back(c.hi);
+    msg.push_back(static_cast<double>(c.rounds));
+  }
   return msg;
 }
 
-cache_entry decode(std::vector<double> const& msg) {
+cache_entry decode(backend chosen, std::vector<double> const& msg) {
   cache_entry e;
-  e.chosen = static_cast<backend>(static_cast<int>(msg[1]));
-  for (int i = 0; i < backend_count; ++i) {
-    double const v = msg[2 + i];
-    if (v == code_absent) continue;
+  e.chosen = chosen;
+  for (std::size_t i = 0; i + fields <= msg.size(); i += fields) {
     candidate_result r;
-    r.b = static_cast<backend>(i);
-    r.status = v >= 0.0            ? candidate_status::measured
-               : v == code_skipped ? candidate_status::skipped
-                                   : candidate_status::unavailable;
-    r.median = v >= 0.0 ? v : 0.0;
+    r.b = static_cast<backend>(static_cast<int>(msg[i]));
+    r.status = static_cast<candidate_status>(static_cast<int>(msg[i + 1]));
+    r.median = msg[i + 2];
+    r.lo = msg[i + 3];
+    r.hi = msg[i + 4];
+    r.rounds = static_cast<int>(msg[i + 5]);
     e.candidates.push_back(r);
   }
   return e;
+}
+
+// Whether the plan re-checks `chosen` against the runner-up in its first executions: only for
+// host memory (the re-check times start/wait on the host, which does not cover a device
+// stream's work), and by mode: `on` only when the intervals overlapped.
+void plan_recheck(selection& sel, tune_settings const& set, memory_space mem, bool separated,
+                  int runner_index) {
+  if (runner_index < 0) {
+    sel.recheck_reason = "no runner-up";
+    return;
+  }
+  if (set.recheck == recheck_mode::off) {
+    sel.recheck_reason = "off";
+    return;
+  }
+  if (mem != memory_space::host) {
+    sel.recheck_reason = "off for device memory";
+    return;
+  }
+  if (set.recheck == recheck_mode::on && separated) {
+    sel.recheck_reason = "not needed, intervals separated";
+    return;
+  }
+  sel.runner_up = sel.candidates[static_cast<std::size_t>(runner_index)].b;
+  sel.force_switch = set.recheck == recheck_mode::force;
+  sel.recheck_reason = set.recheck == recheck_mode::on ? "intervals overlapped"
+                       : sel.force_switch              ? "HALOX_TUNE_RECHECK=switch forces a switch"
+                                                       : "HALOX_TUNE_RECHECK=always";
 }
 
 } // namespace
@@ -103,41 +132,62 @@ selection select_backend(backend requested, schedule const& s, exec_config const
   // Rank 0 alone consults the cache (and its file) and broadcasts what it found, so ranks with
   // different files, environments or process histories can never diverge.
   std::string const file = rank == 0 ? cache_file_path(tune.cache_file) : std::string();
-  std::vector<double> msg(2 + backend_count, code_absent);
-  msg[0] = 0.0;
+  double head[3] = {0.0, 0.0, 0.0};
+  std::vector<double> body;
   if (rank == 0)
-    if (auto hit = cache_lookup(k, file); hit && backend_available(hit->entry.chosen, cfg.memory))
-      msg = encode(hit->entry, hit->source);
-  HALOX_MPI_CHECK(MPI_Bcast(msg.data(), static_cast<int>(msg.size()), MPI_DOUBLE, 0, cfg.comm));
-  if (msg[0] != 0.0) {
-    cache_entry const e = decode(msg);
-    bool const from_file = msg[0] == 2.0;
+    if (auto hit = cache_lookup(k, file); hit && backend_available(hit->entry.chosen, cfg.memory)) {
+      body = encode(hit->entry);
+      head[0] = hit->source == cache_source::memory ? 1.0 : 2.0;
+      head[1] = static_cast<double>(hit->entry.chosen);
+      head[2] = static_cast<double>(hit->entry.candidates.size());
+    }
+  HALOX_MPI_CHECK(MPI_Bcast(head, 3, MPI_DOUBLE, 0, cfg.comm));
+  if (head[0] != 0.0) {
+    body.resize(static_cast<std::size_t>(head[2]) * fields);
+    HALOX_MPI_CHECK(MPI_Bcast(body.data(), static_cast<int>(body.size()), MPI_DOUBLE, 0, cfg.comm));
+    cache_entry const e = decode(static_cast<backend>(static_cast<int>(head[1])), body);
+    bool const from_file = head[0] == 2.0;
     if (rank != 0) cache_store(k, e, "", false);
     count(from_file ? tune_event::file_hit : tune_event::memory_hit);
     sel.chosen = e.chosen;
     sel.candidates = e.candidates;
     sel.report = std::string("auto: from the plan cache (") + (from_file ? "file" : "memory") +
                  "), as measured then: " + format_candidates(e.candidates, e.chosen);
+    // The runner-up must still be available in this build (a file may name others).
+    int runner = second_best(e.candidates, e.chosen);
+    if (runner >= 0 &&
+        !backend_available(e.candidates[static_cast<std::size_t>(runner)].b, cfg.memory))
+      runner = -1;
+    bool separated = true;
+    for (auto const& c : e.candidates)
+      if (c.b == e.chosen && runner >= 0)
+        separated = intervals_separated(c, e.candidates[static_cast<std::size_t>(runner)]);
+    plan_recheck(sel, set, cfg.memory, separated, runner);
     if (log)
       tune_log("halox: backend " + std::string(to_string(sel.chosen)) + " for " + key_text +
                " from the plan cache" + (from_file ? " file " + file : std::string(" (memory)")));
     return sel;
   }
 
-  measurement const m = measure_candidates(trial_order(available, fallback), s, cfg, set);
-  int const best = pick_fastest(m.candidates);
-  HALOX_REQUIRE(best >= 0, errc::unsupported,
+  measurement m = measure_candidates(trial_order(available, fallback), s, cfg, set);
+  HALOX_REQUIRE(m.winner >= 0, errc::unsupported,
                 "automatic selection could not build any candidate backend for this plan (" +
                     format_candidates(m.candidates, backend::automatic) +
                     "); request a backend explicitly to see its error");
-  sel.chosen = m.candidates[best].b;
+  sel.chosen = m.candidates[static_cast<std::size_t>(m.winner)].b;
   sel.candidates = m.candidates;
+  sel.chosen_exec = std::move(m.winner_exec);
   cache_store(k, cache_entry{sel.chosen, m.candidates}, file, rank == 0);
   count(tune_event::measured);
-  sel.report = "auto: measured in " + format_seconds(m.seconds) + ", median of " +
-               std::to_string(set.trials) + " trial(s) of the max over " + std::to_string(size) +
-               " rank(s) after " + std::to_string(set.warmup) +
-               " warm-up(s): " + format_candidates(m.candidates, sel.chosen);
+  sel.report = "auto: measured in " + format_seconds(m.seconds) + ", " + std::to_string(m.rounds) +
+               " round(s) of the max over " + std::to_string(size) + " rank(s) after " +
+               std::to_string(set.warmup) + " warm-up(s), " +
+               (m.runner_up < 0 ? "one candidate"
+                : m.separated   ? "95% intervals separated"
+                                : "95% intervals overlapping") +
+               ": " + format_candidates(m.candidates, sel.chosen);
+  plan_recheck(sel, set, cfg.memory, m.separated, m.runner_up);
+  if (sel.runner_up != backend::automatic) sel.runner_exec = std::move(m.runner_exec);
   if (log)
     tune_log("halox: backend " + std::string(to_string(sel.chosen)) + " for " + key_text + " (" +
              sel.report + ")");

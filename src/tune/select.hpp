@@ -8,6 +8,7 @@
 #include <halox/halo.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,23 @@ namespace halox::detail {
 struct selection {
   backend chosen = backend::mpi_pack;
   /// How it was chosen: "requested", "forced by HALOX_BACKEND=...", or "auto: ..." with the
-  /// median time of every candidate (measured now or when the cached decision was made).
+  /// median time and interval of every candidate (measured now or when the cached decision was
+  /// made).
   std::string report;
   /// Every candidate's outcome, when the choice was automatic (empty otherwise).
   std::vector<candidate_result> candidates;
+  /// The forward executor of `chosen` that was timed (measured decisions only; else null): the
+  /// plan keeps this very object. Its workspace is unbound.
+  std::unique_ptr<executor> chosen_exec;
+  /// The backend the plan's first executions re-check `chosen` against (see docs/autotune.md);
+  /// automatic when there is no re-check.
+  backend runner_up = backend::automatic;
+  /// Its timed forward executor, when measured now (else null: the plan builds it).
+  std::unique_ptr<executor> runner_exec;
+  /// The re-check switches to the runner-up whatever it measures ($HALOX_TUNE_RECHECK=switch).
+  bool force_switch = false;
+  /// Why there is no re-check, or why there is one, for describe().
+  std::string recheck_reason;
 };
 
 /// Chooses the backend for schedule `s` on the plan communicator `cfg.comm`. `requested` other

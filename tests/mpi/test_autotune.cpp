@@ -13,6 +13,7 @@
 #include <halox/error.hpp>
 #include <halox/halo.hpp>
 #include <halox/info.hpp>
+#include <halox/redistribute.hpp>
 #include <halox/tune.hpp>
 
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -125,8 +127,9 @@ protected:
     return log_;
   }
 
-  static constexpr char const* env_vars[] = {"HALOX_BACKEND", "HALOX_PLAN_CACHE",
-                                             "HALOX_TUNE_BUDGET", "HALOX_VERBOSE"};
+  static constexpr char const* env_vars[] = {"HALOX_BACKEND",         "HALOX_PLAN_CACHE",
+                                             "HALOX_TUNE_BUDGET",     "HALOX_VERBOSE",
+                                             "HALOX_TUNE_MAX_ROUNDS", "HALOX_TUNE_RECHECK"};
   std::vector<std::optional<std::string>> saved_;
   std::vector<std::string> log_;
 };
@@ -295,7 +298,7 @@ TEST_F(Autotune, CacheFileIsWrittenReadAndFollowedByEveryRank) {
   std::string text;
   if (root) {
     text = read_file(path);
-    EXPECT_TRUE(contains(text, "halox-plan-cache 1\n")) << text;
+    EXPECT_TRUE(contains(text, "halox-plan-cache 2\n")) << text;
     EXPECT_TRUE(contains(text, "\nmpi " + mpi_library_version())) << text;
     EXPECT_TRUE(contains(text, "\nhalox ")) << text;
     EXPECT_TRUE(contains(text, std::string(" -> ") + to_string(chosen) + " ")) << text;
@@ -401,6 +404,268 @@ TEST_F(Autotune, WhicheverCandidateWinsPassesTheOracle) {
         << to_string(winner) << " " << c.str() << ": " << r.forward.first_error;
     EXPECT_EQ(r.reverse.mismatches, 0u)
         << to_string(winner) << " " << c.str() << ": " << r.reverse.first_error;
+  }
+}
+
+// --- Rounds, intervals and the online re-check ---------------------------------------------
+
+// A periodic 2-D float64 tensor split along dimension 0, periodic along dimension 1 too (so
+// local copies are exercised as well), for execution oracles.
+constexpr index_t oracle_cols = 10;
+tensor_desc oracle_tensor(index_t rows) {
+  process_grid g(MPI_COMM_WORLD, {world_size(), 1});
+  return tensor_desc(g, {rows * world_size(), oracle_cols}, dtype::float64,
+                     {dim_options::halo(1, true), dim_options::halo(2, true)});
+}
+
+double cell_value(tensor_desc const& t, index_t i, index_t j, int iteration) {
+  index_t const rows = t.shape()[0];
+  i = (i % rows + rows) % rows;
+  j = (j % oracle_cols + oracle_cols) % oracle_cols;
+  return static_cast<double>(i * oracle_cols + j) + 1e4 * iteration;
+}
+
+// Owned cells hold their value for `iteration`; halos hold -1.
+void fill_owned(tensor_desc const& t, std::vector<double>& buf, int iteration) {
+  buf.assign(t.local_elements(), -1.0);
+  auto const o = t.owned_box();
+  for (index_t i = o.lo[0]; i < o.hi[0]; ++i)
+    for (index_t j = o.lo[1]; j < o.hi[1]; ++j)
+      buf[t.local_offset({i, j})] = cell_value(t, i, j, iteration);
+}
+
+// Cells (owned and halo) that differ from the oracle after a forward exchange.
+int wrong_after_forward(tensor_desc const& t, std::vector<double> const& buf, int iteration) {
+  auto const o = t.owned_box();
+  int wrong = 0;
+  for (index_t i = o.lo[0] - 1; i < o.hi[0] + 1; ++i)
+    for (index_t j = o.lo[1] - 2; j < o.hi[1] + 2; ++j)
+      if (buf[t.local_offset({i, j})] != cell_value(t, i, j, iteration)) ++wrong;
+  return wrong;
+}
+
+// The selected backend is the same on every rank.
+bool same_backend_everywhere(backend b) {
+  int const v = static_cast<int>(b);
+  int in[2] = {v, -v}, out[2] = {};
+  MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return out[0] == v && out[1] == -v;
+}
+
+// The backend named after `prefix` in `text` ("re-check against alltoallv (..." -> alltoallv).
+std::string word_after(std::string const& text, std::string const& prefix) {
+  auto const b = text.find(prefix);
+  if (b == std::string::npos) return "";
+  auto const from = b + prefix.size();
+  auto const e = text.find_first_of(" ();,", from);
+  return text.substr(from, e - from);
+}
+
+TEST_F(Autotune, ReportShowsRoundsIntervalsAndIsIdenticalOnEveryRank) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  halo_plan p(oracle_tensor(6), quick());
+  std::string const d = p.describe();
+  EXPECT_TRUE(contains(d, "round(s) of the max over")) << d;
+  EXPECT_TRUE(contains(d, "95% intervals")) << d;
+  // Every measured candidate shows "<median> [<lo>, <hi>] x<rounds>".
+  EXPECT_TRUE(contains(d, "] x")) << d;
+  EXPECT_TRUE(same_on_all_ranks(selection_report(d))) << d;
+  EXPECT_TRUE(same_backend_everywhere(p.selected_backend()));
+}
+
+TEST_F(Autotune, ClearlySlowerCandidatesAreDroppedAndTheIntervalsSeparate) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  // mpi_persistent is 1 s faster per round than anything else: it separates at the minimum
+  // number of rounds, everything else is dropped then, and no re-check is needed.
+  detail::test_hooks().skew = [](backend b, int) {
+    return b == backend::mpi_persistent ? 0.0 : 1.0;
+  };
+  halo_options o = quick();
+  o.tune.trials = 6;
+  halo_plan p(oracle_tensor(7), o);
+  std::string const d = p.describe();
+  EXPECT_EQ(p.selected_backend(), backend::mpi_persistent) << d;
+  EXPECT_TRUE(contains(d, "6 round(s)")) << d;
+  EXPECT_TRUE(contains(d, "95% intervals separated")) << d;
+  EXPECT_TRUE(contains(d, "re-check: not needed, intervals separated")) << d;
+}
+
+TEST_F(Autotune, OverlappingIntervalsRunToTheRoundLimit) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  // Two candidates alternate being faster round by round: their intervals never separate, the
+  // race ends at max_rounds, the others having been dropped as clearly slower.
+  detail::test_hooks().skew = [](backend b, int round) {
+    if (b == backend::mpi_pack) return round % 2 ? 1.0 : 1.2;
+    if (b == backend::alltoallv) return round % 2 ? 1.2 : 1.0;
+    return 5.0;
+  };
+  halo_options o = quick();
+  o.tune.max_rounds = 12;
+  o.tune.recheck = false;
+  halo_plan p(oracle_tensor(8), o);
+  std::string const d = p.describe();
+  EXPECT_TRUE(contains(d, "12 round(s)")) << d;
+  EXPECT_TRUE(contains(d, "95% intervals overlapping")) << d;
+  EXPECT_TRUE(contains(d, "re-check: off")) << d;
+  backend const b = p.selected_backend();
+  EXPECT_TRUE(b == backend::mpi_pack || b == backend::alltoallv) << d;
+  EXPECT_TRUE(same_backend_everywhere(b));
+}
+
+// Runs `n` forward executions of `p` with fresh values each time, counting wrong cells.
+int run_forward(halo_plan& p, tensor_desc const& t, int first, int n) {
+  int wrong = 0;
+  std::vector<double> x;
+  for (int k = first; k < first + n; ++k) {
+    fill_owned(t, x, k);
+    p.execute(tensor_view(t, x));
+    wrong += wrong_after_forward(t, x, k);
+  }
+  return wrong;
+}
+
+TEST_F(Autotune, RecheckRunsOnTheFirstExecutionsAndKeepsResultsCorrect) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  setenv("HALOX_TUNE_RECHECK", "always", 1);
+  auto const t = oracle_tensor(9);
+  halo_plan p(t, quick());
+  std::string const before = p.describe();
+  std::string const runner = word_after(before, "re-check against ");
+  ASSERT_FALSE(runner.empty()) << before;
+  EXPECT_NE(runner, to_string(p.selected_backend()));
+  EXPECT_TRUE(contains(before, "0 of 10 forward executions done")) << before;
+  // A reverse exchange in the middle is not part of the re-check and uses the current choice.
+  EXPECT_EQ(run_forward(p, t, 0, 3), 0);
+  std::vector<double> x;
+  fill_owned(t, x, 3);
+  p.execute_reverse(tensor_view(t, x), reduce_op::max);
+  EXPECT_TRUE(contains(p.describe(), "3 of 10 forward executions done")) << p.describe();
+  EXPECT_EQ(run_forward(p, t, 4, 9), 0);
+  std::string const after = p.describe();
+  EXPECT_TRUE(contains(after, "re-check confirmed") || contains(after, "re-check switched"))
+      << after;
+  auto const at = after.find("re-check");
+  EXPECT_TRUE(same_on_all_ranks(after.substr(at, after.find("; ", at) - at))) << after;
+  EXPECT_TRUE(same_backend_everywhere(p.selected_backend()));
+}
+
+TEST_F(Autotune, ForcedSwitchToTheRunnerUpIsCollectiveAndCorrect) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  setenv("HALOX_TUNE_RECHECK", "switch", 1);
+  auto const t = oracle_tensor(10);
+  halo_plan p(t, quick());
+  backend const first = p.selected_backend();
+  std::string const runner = word_after(p.describe(), "re-check against ");
+  ASSERT_FALSE(runner.empty()) << p.describe();
+  EXPECT_EQ(run_forward(p, t, 0, 10), 0);
+  std::string const d = p.describe();
+  EXPECT_EQ(std::string(to_string(p.selected_backend())), runner) << d;
+  EXPECT_NE(p.selected_backend(), first);
+  EXPECT_TRUE(
+      contains(d, std::string("re-check switched from ") + to_string(first) + " to " + runner))
+      << d;
+  EXPECT_TRUE(same_backend_everywhere(p.selected_backend()));
+  // After the switch, forward and reverse exchanges still give the oracle's answer: reverse
+  // sums are compared with an explicitly requested mpi_pack plan on the same input.
+  EXPECT_EQ(run_forward(p, t, 10, 3), 0);
+  halo_options ref_o;
+  ref_o.method = backend::mpi_pack;
+  halo_plan ref(t, ref_o);
+  std::vector<double> a, b;
+  fill_owned(t, a, 20);
+  for (auto& v : a)
+    if (v < 0) v = 0.5; // halo cells contribute 0.5 each to their owners
+  b = a;
+  p.execute_reverse(tensor_view(t, a), reduce_op::sum);
+  ref.execute_reverse(tensor_view(t, b), reduce_op::sum);
+  int differ = 0;
+  auto const o = t.owned_box();
+  for (index_t i = o.lo[0]; i < o.hi[0]; ++i)
+    for (index_t j = o.lo[1]; j < o.hi[1]; ++j)
+      if (a[t.local_offset({i, j})] != b[t.local_offset({i, j})]) ++differ;
+  EXPECT_EQ(differ, 0);
+}
+
+TEST_F(Autotune, ForcedSwitchInARedistributionKeepsResultsCorrect) {
+  int const size = world_size();
+  if (size < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  setenv("HALOX_TUNE_RECHECK", "switch", 1);
+  index_t const rows = 4 * size, cols = 6 * size;
+  process_grid by_rows(MPI_COMM_WORLD, {size, 1}), by_cols(MPI_COMM_WORLD, {1, size});
+  tensor_desc const src(by_rows, {rows, cols}, dtype::float64);
+  tensor_desc const dst(by_cols, {rows, cols}, dtype::float64);
+  redistribute_options ro;
+  ro.tune.warmup = 1;
+  ro.tune.trials = 3;
+  ro.tune.budget_seconds = 600;
+  redistribute_plan r(src, dst, ro);
+  backend const first = r.selected_backend();
+  std::string const d0 = r.describe();
+  ASSERT_TRUE(contains(d0, "re-check against")) << d0;
+  auto value = [&](index_t i, index_t j, int k) { return static_cast<double>(i * cols + j + k); };
+  int wrong = 0;
+  for (int k = 0; k < 12; ++k) {
+    std::vector<double> x(src.local_elements()), y(dst.local_elements(), -1.0);
+    auto const so = src.owned_box();
+    for (index_t i = so.lo[0]; i < so.hi[0]; ++i)
+      for (index_t j = so.lo[1]; j < so.hi[1]; ++j) x[src.local_offset({i, j})] = value(i, j, k);
+    r.execute(tensor_view(src, x), tensor_view(dst, y));
+    auto const dob = dst.owned_box();
+    for (index_t i = dob.lo[0]; i < dob.hi[0]; ++i)
+      for (index_t j = dob.lo[1]; j < dob.hi[1]; ++j)
+        if (y[dst.local_offset({i, j})] != value(i, j, k)) ++wrong;
+    std::vector<double> back(src.local_elements(), -1.0);
+    r.execute_inverse(tensor_view(dst, y), tensor_view(src, back));
+    for (index_t i = so.lo[0]; i < so.hi[0]; ++i)
+      for (index_t j = so.lo[1]; j < so.hi[1]; ++j)
+        if (back[src.local_offset({i, j})] != value(i, j, k)) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_NE(r.selected_backend(), first) << r.describe();
+  EXPECT_TRUE(contains(r.describe(), "re-check switched from")) << r.describe();
+  EXPECT_TRUE(same_backend_everywhere(r.selected_backend()));
+}
+
+TEST_F(Autotune, CachedOverlappingDecisionIsReCheckedAgain) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  // Two candidates that trade places round by round never separate; the cached decision keeps
+  // its intervals, so a plan built from the cache re-checks too (a separated one would not).
+  detail::test_hooks().skew = [](backend b, int round) {
+    if (b == backend::mpi_pack) return round % 2 ? 1.0 : 1.2;
+    if (b == backend::mpi_datatype) return round % 2 ? 1.2 : 1.0;
+    return 5.0;
+  };
+  halo_options o = quick();
+  o.tune.max_rounds = 8;
+  auto const t = oracle_tensor(12);
+  halo_plan first(t, o);
+  ASSERT_TRUE(contains(first.describe(), "95% intervals overlapping")) << first.describe();
+  halo_plan cached(t, o);
+  std::string const d = cached.describe();
+  EXPECT_TRUE(contains(d, "from the plan cache (memory)")) << d;
+  EXPECT_EQ(cached.selected_backend(), first.selected_backend());
+  EXPECT_TRUE(contains(d, "re-check against")) << d;
+  EXPECT_EQ(run_forward(cached, t, 0, 12), 0);
+  EXPECT_TRUE(same_backend_everywhere(cached.selected_backend()));
+}
+
+TEST_F(Autotune, RecheckSettingsAreValidatedOnEveryRank) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  setenv("HALOX_TUNE_RECHECK", "sometimes", 1);
+  try {
+    halo_plan p(oracle_tensor(11), quick());
+    ADD_FAILURE() << "a bad HALOX_TUNE_RECHECK was accepted";
+  } catch (error const& e) {
+    EXPECT_TRUE(contains(e.what(), "HALOX_TUNE_RECHECK='sometimes'")) << e.what();
+  }
+  unsetenv("HALOX_TUNE_RECHECK");
+  halo_options o = quick();
+  o.tune.max_rounds = 2; // below trials = 3
+  try {
+    halo_plan p(oracle_tensor(11), o);
+    ADD_FAILURE() << "max_rounds < trials was accepted";
+  } catch (error const& e) {
+    EXPECT_TRUE(contains(e.what(), "max_rounds = 2")) << e.what();
   }
 }
 

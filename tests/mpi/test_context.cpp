@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <new>
+#include <string>
 #include <vector>
 
 // Counts every C++ allocation of the process, so a test can prove that executing a plan
@@ -331,6 +332,49 @@ TEST(Workspace, ExecutionAllocatesNothing) {
     count("redistribute execute_inverse", [&] { r.execute_inverse(vy, vx); });
     EXPECT_EQ(wrong_cells(t, x), 0) << to_string(b);
   }
+}
+
+// The online re-check of an automatic plan times, alternates and decides (one all-reduce) on
+// the execution path: none of it may allocate either.
+TEST(Workspace, AutomaticRecheckAllocatesNothing) {
+  if (world_size() < 2) GTEST_SKIP() << "an automatic plan needs messages to measure";
+  char const* old = std::getenv("HALOX_TUNE_RECHECK");
+  std::string const saved = old ? old : "";
+  for (char const* mode : {"always", "switch"}) {
+    setenv("HALOX_TUNE_RECHECK", mode, 1);
+    clear_plan_cache();
+    tensor_desc const t = make_tensor(MPI_COMM_WORLD);
+    halo_options o;
+    o.tune.trials = 3;
+    halo_plan h(t, o);
+    ASSERT_NE(h.describe().find("re-check against"), std::string::npos) << h.describe();
+    std::vector<double> x;
+    fill(t, x);
+    tensor_view const vx(t, x);
+    // As in ExecutionAllocatesNothing, each executor's first run on these buffers is not
+    // counted (alltoallw builds its absolute-address types for a new buffer address then): the
+    // re-check's first pair runs the choice and the runner-up once each.
+    h.execute(vx);
+    h.execute(vx);
+    h.execute_reverse(vx, reduce_op::max);
+    long const before = g_news.load();
+    for (int k = 0; k < 12; ++k) {
+      h.execute(vx);
+      if (k == 3) h.execute_reverse(vx, reduce_op::max); // before the decision: the same choice
+    }
+    long const during = g_news.load() - before;
+    EXPECT_EQ(during, 0) << mode << ": the re-check allocated " << during << " times";
+    std::string const d = h.describe();
+    bool const switched = d.find("re-check switched") != std::string::npos;
+    bool const confirmed = d.find("re-check confirmed") != std::string::npos;
+    EXPECT_TRUE(std::string(mode) == "switch" ? switched : switched || confirmed) << d;
+    EXPECT_EQ(wrong_cells(t, x), 0) << mode;
+  }
+  if (old)
+    setenv("HALOX_TUNE_RECHECK", saved.c_str(), 1);
+  else
+    unsetenv("HALOX_TUNE_RECHECK");
+  clear_plan_cache();
 }
 
 TEST(Lifetime, DestroyingAPlanInFlightCompletesItsMessages) {

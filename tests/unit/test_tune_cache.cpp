@@ -82,7 +82,7 @@ TEST(TuneCache, RoundTrip) {
 
 TEST(TuneCache, HeaderCarriesFormatMpiAndHaloxVersion) {
   std::string const h = cache_file_header(mpi, version);
-  EXPECT_NE(h.find("halox-plan-cache 1\n"), std::string::npos);
+  EXPECT_NE(h.find("halox-plan-cache 2\n"), std::string::npos);
   EXPECT_NE(h.find("mpi " + mpi + "\n"), std::string::npos);
   EXPECT_NE(h.find("halox 0.1.0\n"), std::string::npos);
 }
@@ -118,11 +118,43 @@ TEST(TuneCache, ForeignFilesAreRejected) {
   auto other_halox = parse_cache_file(sample_file(), mpi, "0.2.0");
   EXPECT_EQ(other_halox.status, cache_file_contents::verdict::foreign);
   EXPECT_NE(other_halox.problem.find("halox 0.1.0"), std::string::npos) << other_halox.problem;
-  std::string v2 = sample_file();
-  v2.replace(v2.find("halox-plan-cache 1"), 18, "halox-plan-cache 2");
-  auto other_format = parse_cache_file(v2, mpi, version);
+  std::string v3 = sample_file();
+  v3.replace(v3.find("halox-plan-cache 2"), 18, "halox-plan-cache 3");
+  auto other_format = parse_cache_file(v3, mpi, version);
   EXPECT_EQ(other_format.status, cache_file_contents::verdict::foreign);
-  EXPECT_NE(other_format.problem.find("format version 2"), std::string::npos);
+  EXPECT_NE(other_format.problem.find("format version 3"), std::string::npos);
+}
+
+TEST(TuneCache, IntervalsRoundTripAndVersionOneFilesStayReadable) {
+  cache_entry e;
+  e.chosen = backend::mpi_pack;
+  e.candidates = {{backend::mpi_pack, candidate_status::measured, 2e-5, 1.9e-5, 2.1e-5, 17},
+                  {backend::alltoallv, candidate_status::measured, 3e-5, 2.5e-5, 4e-5, 9}};
+  std::string const line = format_entry(format_key(sample_key()), e);
+  EXPECT_NE(line.find("mpi_pack=2e-05/1.9e-05/2.1e-05/17"), std::string::npos) << line;
+  auto const c = parse_cache_file(cache_file_header(mpi, version) + line, mpi, version);
+  ASSERT_EQ(c.status, cache_file_contents::verdict::ok) << c.problem;
+  auto const& r = c.entries[0].second.candidates;
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_DOUBLE_EQ(r[1].lo, 2.5e-5);
+  EXPECT_DOUBLE_EQ(r[1].hi, 4e-5);
+  EXPECT_EQ(r[1].rounds, 9);
+  // A version-1 file: medians only, read with an unknown interval (rounds 0).
+  std::string v1 = cache_file_header(mpi, version);
+  v1.replace(v1.find("halox-plan-cache 2"), 18, "halox-plan-cache 1");
+  v1 += format_key(sample_key()) + " -> mpi_pack mpi_pack=2e-05 alltoallv=3e-05\n";
+  auto const old = parse_cache_file(v1, mpi, version);
+  ASSERT_EQ(old.status, cache_file_contents::verdict::ok) << old.problem;
+  EXPECT_EQ(old.entries[0].second.candidates[0].rounds, 0);
+  EXPECT_DOUBLE_EQ(old.entries[0].second.candidates[1].median, 3e-5);
+  // Malformed intervals make the file corrupt.
+  for (char const* bad : {"mpi_pack=2e-05/1e-05", "mpi_pack=2e-05/3e-05/1e-05/4",
+                          "mpi_pack=2e-05/1e-05/3e-05/0", "mpi_pack=2e-05/1e-05/3e-05/4x"}) {
+    std::string const t =
+        cache_file_header(mpi, version) + format_key(sample_key()) + " -> mpi_pack " + bad + "\n";
+    EXPECT_EQ(parse_cache_file(t, mpi, version).status, cache_file_contents::verdict::corrupt)
+        << bad;
+  }
 }
 
 TEST(TuneCache, CorruptFilesAreRejected) {

@@ -1,0 +1,346 @@
+#include "exec/ucx/ucx_executor.hpp"
+
+#include "exec/cpu/pack.hpp"
+#include "exec/ucx/ucx_transport.hpp"
+
+#include <halox/error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace halox::detail {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+clock_type::time_point deadline_after(double seconds) {
+  return clock_type::now() +
+         std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+}
+
+// How one message leaves or lands.
+enum class how : std::uint8_t {
+  inplace, // one contiguous region: the tensor's bytes themselves
+  packed,  // through a contiguous workspace area (packed by halox)
+  iov      // UCP iov list of the regions' contiguous runs
+};
+
+// One contiguous run of a slot buffer.
+struct run_ref {
+  int slot = 0;
+  std::size_t offset = 0; // bytes from the slot's base
+  std::size_t bytes = 0;
+};
+
+struct msg_plan {
+  int peer = -1;
+  std::size_t bytes = 0;
+  how mode = how::packed;  // for sends; for receives the mode of a plain (replace) exchange
+  std::size_t area = 0;    // workspace offset of the packed message / landing area
+  std::size_t first = 0;   // first run (iov)
+  std::size_t runs = 0;    // number of runs (iov)
+  std::size_t inplace = 0; // byte offset of the single region (inplace)
+  int slot = 0;            // its slot (inplace)
+};
+
+bool single_contiguous(schedule const& s, message const& m) {
+  return m.regions.size() == 1 && region_contiguous(s, m.regions[0]);
+}
+
+// The 64-bit UCP tag of a message: the plan's tag above the sender's rank, so that messages of
+// different plans and from different peers never match each other.
+std::uint64_t ucp_tag(int plan_tag, int sender) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(plan_tag)) << 32) |
+         static_cast<std::uint32_t>(sender);
+}
+constexpr std::uint64_t full_mask = ~std::uint64_t{0};
+
+class ucx_executor final : public host_executor {
+public:
+  ucx_executor(schedule s, exec_config const& cfg, bool iov)
+      : host_executor(std::move(s), cfg), iov_(iov) {
+    // Bootstrapping first: it is collective, and nothing before it may fail on one rank only.
+    transport_ = ucx_transport_of(*cfg_.ctx, cfg_.timeout);
+    worker_ = transport_->worker();
+    HALOX_REQUIRE(cfg_.comm == cfg_.ctx->comm.get(), errc::internal,
+                  "the ucx backends address peers by their rank in the context's communicator");
+    rank_ = cfg_.ctx->rank;
+    std::size_t send_total = 0, recv_total = 0;
+    for (auto const& m : sched_.sends) {
+      msg_plan p = plan_message(m);
+      if (p.mode == how::packed) {
+        p.area = send_total;
+        send_total += m.bytes;
+      }
+      sends_.push_back(p);
+      eps_.push_back(transport_->endpoint(m.peer));
+    }
+    for (auto const& m : sched_.recvs) {
+      msg_plan p = plan_message(m);
+      // Every receive keeps a landing area: a reverse exchange combines, so it always unpacks.
+      p.area = recv_total;
+      recv_total += m.bytes;
+      recvs_.push_back(p);
+    }
+    send_area_ = reserve(memory_kind::host, send_total);
+    recv_area_ = reserve(memory_kind::host, recv_total);
+    // The iov lists and the request handles live in the workspace: if an exchange is abandoned
+    // with operations UCX still owns, the plan keeps the workspace (and with it what UCX may
+    // still read or write) for the rest of the process.
+    iov_area_ = reserve(memory_kind::host, runs_.size() * sizeof(ucp_dt_iov_t));
+    std::size_t const nreq = sends_.size() + recvs_.size();
+    req_front_ = (transport_->request_size() + 63) / 64 * 64;
+    req_stride_ = req_front_ + 64;
+    req_area_ = reserve(memory_kind::host, (nreq + 1) * req_stride_); // + 1: the final flush
+    pending_.assign(nreq, nullptr);
+    for (auto const& m : sched_.recvs) info_.push_back({m.peer, m.bytes, true});
+    for (auto const& m : sched_.sends) info_.push_back({m.peer, m.bytes, false});
+  }
+
+  [[nodiscard]] backend kind() const noexcept override {
+    return iov_ ? backend::ucx_iov : backend::ucx;
+  }
+
+protected:
+  void post(void*) override {
+    flush_ = nullptr;
+    std::fill(pending_.begin(), pending_.end(), nullptr);
+    if (iov_ && !runs_.empty()) {
+      auto* list = reinterpret_cast<ucp_dt_iov_t*>(ws(memory_kind::host, iov_area_));
+      for (std::size_t k = 0; k < runs_.size(); ++k)
+        list[k] = {static_cast<std::byte*>(bufs_[runs_[k].slot]) + runs_[k].offset, runs_[k].bytes};
+    }
+    std::size_t const nr = recvs_.size();
+    for (std::size_t i = 0; i < nr; ++i) {
+      auto const& p = recvs_[i];
+      how const mode = op_ == combine_op::replace ? p.mode : how::packed;
+      ucp_request_param_t prm = request_param(i);
+      prm.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
+      prm.recv_info.tag_info = &landed_;
+      void* buf = nullptr;
+      std::size_t count = p.bytes;
+      address(p, mode, recv_area_, buf, count, prm);
+      landed_.length = p.bytes;
+      ucs_status_ptr_t const r =
+          ucp_tag_recv_nbx(worker_, buf, count, ucp_tag(cfg_.tag, p.peer), full_mask, &prm);
+      if (UCS_PTR_IS_ERR(r))
+        throw_ucx_error(UCS_PTR_STATUS(r), "ucp_tag_recv_nbx",
+                        "posting the receive from rank " + std::to_string(p.peer));
+      pending_[i] = r;
+      if (r == nullptr) check_length(i, landed_.length);
+    }
+    for (std::size_t i = 0; i < sends_.size(); ++i) {
+      auto const& p = sends_[i];
+      if (p.mode == how::packed)
+        pack_message(sched_, sched_.sends[i], bufs_, ws(memory_kind::host, send_area_ + p.area));
+      ucp_request_param_t prm = request_param(nr + i);
+      void* buf = nullptr;
+      std::size_t count = p.bytes;
+      address(p, p.mode, send_area_, buf, count, prm);
+      ucs_status_ptr_t const r =
+          ucp_tag_send_nbx(eps_[i], buf, count, ucp_tag(cfg_.tag, rank_), &prm);
+      if (UCS_PTR_IS_ERR(r))
+        throw_ucx_error(UCS_PTR_STATUS(r), "ucp_tag_send_nbx",
+                        "sending to rank " + std::to_string(p.peer));
+      pending_[nr + i] = r;
+    }
+    ucp_worker_progress(worker_); // start what UCX could not start inline
+  }
+
+  void receive() override {
+    std::size_t const nr = recvs_.size(), n = pending_.size();
+    bool const bounded = cfg_.timeout > 0;
+    auto const until = bounded ? deadline_after(cfg_.timeout) : clock_type::time_point{};
+    std::size_t left = n;
+    for (std::size_t i = 0; i < n; ++i)
+      if (done_[i]) --left;
+    while (left > 0) {
+      ucp_worker_progress(worker_);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (done_[i]) continue;
+        void* const r = pending_[i];
+        if (r != nullptr) {
+          ucs_status_t st;
+          if (i < nr) {
+            ucp_tag_recv_info_t got{};
+            st = ucp_tag_recv_request_test(r, &got);
+            if (st == UCS_OK) check_length(i, got.length);
+          } else {
+            st = ucp_request_check_status(r);
+          }
+          if (st == UCS_INPROGRESS) continue;
+          if (st != UCS_OK)
+            throw_ucx_error(st, i < nr ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx",
+                            std::string(i < nr ? "receiving from" : "sending to") + " rank " +
+                                std::to_string(info_[i].peer));
+        }
+        done_[i] = 1;
+        --left;
+        if (i < nr) land(i);
+      }
+      if (left > 0 && bounded && clock_type::now() > until) throw_timeout(0, n);
+    }
+    // A send "completes" once UCX owns its bytes; some transports (tcp) still push them out from
+    // this worker's progress. Flush before returning, so a peer never waits for bytes while this
+    // rank sits in an MPI call that does not progress UCX.
+    ucp_request_param_t prm = request_param(n);
+    flush_ = ucp_worker_flush_nbx(worker_, &prm);
+    if (UCS_PTR_IS_ERR(flush_)) {
+      ucs_status_t const st = UCS_PTR_STATUS(flush_);
+      flush_ = nullptr;
+      throw_ucx_error(st, "ucp_worker_flush_nbx", "flushing the exchange's sends");
+    }
+    while (flush_ != nullptr) {
+      ucp_worker_progress(worker_);
+      ucs_status_t const st = ucp_request_check_status(flush_);
+      if (st == UCS_INPROGRESS) {
+        if (bounded && clock_type::now() > until)
+          throw error(errc::timeout,
+                      std::string(cfg_.label) + " with message tag " + std::to_string(cfg_.tag) +
+                          " (backend " + to_string(kind()) +
+                          "): every message arrived but "
+                          "flushing the UCX worker did not complete within " +
+                          std::to_string(cfg_.timeout) +
+                          " s; a peer stopped progressing UCX; raise HALOX_TIMEOUT if it is "
+                          "only slow");
+        continue;
+      }
+      flush_ = nullptr;
+      if (st != UCS_OK)
+        throw_ucx_error(st, "ucp_worker_flush_nbx", "flushing the exchange's sends");
+    }
+  }
+
+  bool abandon_requests(double grace) noexcept override {
+    std::size_t const n = pending_.size();
+    auto const busy = [&](void* r) {
+      return r != nullptr && ucp_request_check_status(r) == UCS_INPROGRESS;
+    };
+    auto const all_done = [&](double seconds) {
+      auto const until = deadline_after(seconds);
+      for (;;) {
+        bool any = busy(flush_);
+        for (std::size_t i = 0; i < n && !any; ++i) any = !done_[i] && busy(pending_[i]);
+        if (!any) return true;
+        if (clock_type::now() > until) return false;
+        ucp_worker_progress(worker_);
+      }
+    };
+    bool ok = all_done(grace);
+    if (!ok) {
+      // Receives still expected are cancelled; a send already under way cannot be called back
+      // and completes or not with its peer.
+      for (std::size_t i = 0; i < n; ++i)
+        if (!done_[i] && busy(pending_[i])) ucp_request_cancel(worker_, pending_[i]);
+      ok = all_done(grace > 0 ? grace : 0.2);
+    }
+    for (std::size_t i = 0; i < n; ++i) done_[i] = 1;
+    if (ok) flush_ = nullptr;
+    return ok;
+  }
+
+private:
+  msg_plan plan_message(message const& m) {
+    msg_plan p;
+    p.peer = m.peer;
+    p.bytes = m.bytes;
+    if (single_contiguous(sched_, m)) {
+      p.mode = how::inplace;
+      p.slot = m.regions[0].slot;
+      p.inplace = region_byte_offset(sched_, m.regions[0]);
+      return p;
+    }
+    if (!iov_) return p;
+    p.mode = how::iov;
+    p.first = runs_.size();
+    for (auto const& reg : m.regions) {
+      auto const& sl = sched_.slots[static_cast<std::size_t>(reg.slot)];
+      strided_region const r = make_region(reg.b, sl.strides.data());
+      auto const bytes = static_cast<std::size_t>(r.run) * sl.elem_size;
+      if (bytes == 0) continue;
+      index_t const nruns = r.runs();
+      for (index_t k = 0; k < nruns; ++k) {
+        auto const off = static_cast<std::size_t>(r.run_offset(k)) * sl.elem_size;
+        // Runs that continue each other (a region ending where the next one starts) are one.
+        if (runs_.size() > p.first && runs_.back().slot == reg.slot &&
+            runs_.back().offset + runs_.back().bytes == off) {
+          runs_.back().bytes += bytes;
+          continue;
+        }
+        runs_.push_back({reg.slot, off, bytes});
+      }
+    }
+    p.runs = runs_.size() - p.first;
+    return p;
+  }
+
+  // Request parameters with the handle in request slot `i` of the workspace (no allocation).
+  ucp_request_param_t request_param(std::size_t i) const {
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_REQUEST;
+    prm.request = ws(memory_kind::host, req_area_ + i * req_stride_ + req_front_);
+    return prm;
+  }
+
+  // The buffer, count and datatype of a message moved as `mode`.
+  void address(msg_plan const& p, how mode, std::size_t area, void*& buf, std::size_t& count,
+               ucp_request_param_t& prm) const {
+    switch (mode) {
+    case how::inplace:
+      buf = static_cast<std::byte*>(bufs_[p.slot]) + p.inplace;
+      count = p.bytes;
+      break;
+    case how::packed:
+      buf = ws(memory_kind::host, area + p.area);
+      count = p.bytes;
+      break;
+    case how::iov:
+      buf = ws(memory_kind::host, iov_area_) + p.first * sizeof(ucp_dt_iov_t);
+      count = p.runs;
+      prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+      prm.datatype = ucp_dt_make_iov();
+      break;
+    }
+  }
+
+  void check_length(std::size_t i, std::size_t got) const {
+    HALOX_REQUIRE(got == recvs_[i].bytes, errc::internal,
+                  std::string(cfg_.label) + " (backend " + to_string(kind()) + "): rank " +
+                      std::to_string(recvs_[i].peer) + " sent " + std::to_string(got) +
+                      " B where " + std::to_string(recvs_[i].bytes) +
+                      " B were expected with message tag " + std::to_string(cfg_.tag));
+  }
+
+  // Unpacks receive `i` if it landed in the workspace.
+  void land(std::size_t i) {
+    auto const& p = recvs_[i];
+    how const mode = op_ == combine_op::replace ? p.mode : how::packed;
+    if (mode == how::packed)
+      unpack_message(sched_, sched_.recvs[i], bufs_, ws(memory_kind::host, recv_area_ + p.area),
+                     op_);
+  }
+
+  bool iov_;
+  std::shared_ptr<ucx_transport> transport_;
+  ucp_worker_h worker_ = nullptr;
+  int rank_ = 0;
+  std::vector<msg_plan> sends_, recvs_;
+  std::vector<ucp_ep_h> eps_; // per send
+  std::vector<run_ref> runs_; // the iov lists' runs, all messages
+  std::size_t send_area_ = 0, recv_area_ = 0, iov_area_ = 0, req_area_ = 0;
+  std::size_t req_front_ = 0, req_stride_ = 0;
+  std::vector<void*> pending_; // per request (receives, then sends): UCX's handle, or null
+  void* flush_ = nullptr;      // the final worker flush while in flight
+  ucp_tag_recv_info_t landed_{};
+};
+
+} // namespace
+
+std::unique_ptr<executor> make_ucx_executor(schedule const& s, exec_config const& cfg, bool iov) {
+  return std::make_unique<ucx_executor>(s, cfg, iov);
+}
+
+} // namespace halox::detail
