@@ -48,6 +48,14 @@ struct context_options {
   /// another plan is an error on every rank instead of a hang. false: $HALOX_CHECK=1 turns it
   /// on. Off by default: it costs one all-reduce per execution.
   bool check_execute = false;
+  /// Make the device that `halox::choose_device` picks for this rank (the one closest to its
+  /// cpus, spread over the ranks of a node; see device.hpp) the calling thread's current CUDA
+  /// device, with cudaSetDevice, while the context is built and before it creates any CUDA
+  /// resource. false: $HALOX_SELECT_DEVICE=1 turns it on. Off by default: the current device is
+  /// the caller's choice, and halox never changes it unless asked. Needs a CUDA build and a
+  /// visible device on every rank, else building the context throws `halox::error`
+  /// (errc::unsupported) on every rank.
+  bool select_device = false;
 };
 
 /// Transport resources shared by every plan built from one communicator.
@@ -91,7 +99,10 @@ public:
   /// Bytes currently held by plans of this context, per memory kind (allocated through the
   /// context's allocator, or halox's own when none was given).
   [[nodiscard]] std::size_t bytes_in_use(memory_kind kind) const noexcept;
-  /// One line: communicator size, plans built, memory in use, NCCL state.
+  /// Device made current at construction (`context_options::select_device`), or -1 when the
+  /// context left the current device alone.
+  [[nodiscard]] int selected_device() const noexcept;
+  /// One line: communicator size, plans built, memory in use, NCCL state, selected device.
   [[nodiscard]] std::string describe() const;
 
   /// True when both handles share the same resources.

@@ -10,6 +10,7 @@
 #include <halox/collective.hpp>
 #include <halox/config.hpp>
 #include <halox/deep_halo.hpp>
+#include <halox/device.hpp>
 #include <halox/distribution.hpp>
 #include <halox/dtype.hpp>
 #include <halox/error.hpp>

@@ -3,9 +3,11 @@
 /// Topology-aware placement of a process grid: which process takes which grid position so that
 /// the blocks held on one node (then one socket) form compact sub-blocks of the grid, and fewer
 /// halo bytes cross nodes. The mapping functions here are pure (no MPI); `process_grid` uses
-/// them when `grid_options::reorder` asks for it.
+/// them when `grid_options::reorder` asks for it. The choice of each rank's CUDA device
+/// (`choose_device`, `closest_device`) is in device.hpp, included here.
 
 #include <halox/box.hpp>
+#include <halox/device.hpp>
 #include <halox/distribution.hpp>
 
 #include <cstddef>

@@ -1,8 +1,14 @@
 #include "core/collective_check.hpp"
 #include "exec/context_state.hpp"
 
+#include <halox/config.hpp>
 #include <halox/context.hpp>
+#include <halox/device.hpp>
 #include <halox/error.hpp>
+
+#if HALOX_HAS_CUDA
+#include "exec/cuda/device_probe.hpp"
+#endif
 
 #include <cstdlib>
 #include <sstream>
@@ -44,6 +50,7 @@ bool env_flag(char const* name) {
 std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const& o) {
   double timeout = 0.0;
   bool check = false;
+  bool select = false;
   HALOX_REQUIRE(comm != MPI_COMM_NULL, errc::invalid_argument,
                 "context built on MPI_COMM_NULL; pass the communicator the plans will use");
   detail::collective_check(
@@ -54,12 +61,13 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
                       "context_options::timeout_seconds is " + std::to_string(o.timeout_seconds) +
                           "; pass a positive number of seconds, or 0 for $HALOX_TIMEOUT / none");
         check = o.check_execute || env_flag("HALOX_CHECK");
+        select = o.select_device || env_flag("HALOX_SELECT_DEVICE");
         HALOX_REQUIRE(static_cast<bool>(o.alloc.allocate) == static_cast<bool>(o.alloc.deallocate),
                       errc::invalid_argument,
                       "context_options::alloc has only one of allocate/deallocate set; set both, "
                       "or neither to use halox's own allocations");
       },
-      [&] { return std::uint64_t{o.alloc.allocate ? 1u : 0u}; });
+      [&] { return std::uint64_t{o.alloc.allocate ? 1u : 0u} | (select ? 2u : 0u); });
   auto s = std::make_shared<context::state>();
   s->timeout = timeout;
   s->check_execute = check;
@@ -82,6 +90,18 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
   contexts = index + 1;
   s->tag_base = static_cast<std::size_t>(index) * 65536u % static_cast<std::size_t>(s->tag_ub);
   s->alloc = o.alloc;
+  if (select) {
+    // Before the context (or any plan of it) creates a CUDA resource, which belongs to the
+    // device current when it is made. choose_device throws on every rank without CUDA or a device.
+    auto const choice = choose_device(s->comm.get());
+#if HALOX_HAS_CUDA
+    detail::collective_check(
+        s->comm.get(), "context_options::select_device",
+        [&] { detail::set_current_device(choice.device); }, [] { return std::uint64_t{0}; });
+#endif
+    s->device = choice.device;
+    s->device_reason = choice.reason;
+  }
   return s;
 }
 
@@ -126,6 +146,7 @@ int context::size() const noexcept { return state_->size; }
 std::size_t context::plans_built() const noexcept { return state_->plans; }
 double context::timeout_seconds() const noexcept { return state_->timeout; }
 bool context::check_execute() const noexcept { return state_->check_execute; }
+int context::selected_device() const noexcept { return state_->device; }
 bool context::has_nccl() const noexcept { return static_cast<bool>(state_->nccl); }
 std::size_t context::bytes_in_use(memory_kind kind) const noexcept {
   return state_->in_use[static_cast<int>(kind)];
@@ -142,6 +163,7 @@ std::string context::describe() const {
      << (state_->ucx                   ? "started"
          : state_->ucx_failure.empty() ? "not started"
                                        : "failed: " + state_->ucx_failure);
+  if (state_->device >= 0) os << ", selected " << state_->device_reason;
   return os.str();
 }
 

@@ -31,6 +31,8 @@ struct halox::context::state {
   std::string ucx_failure;
   double timeout = 0.0;       ///< seconds, 0: unbounded (options or $HALOX_TIMEOUT)
   bool check_execute = false; ///< options or $HALOX_CHECK=1
+  int device = -1;            ///< made current at construction (select_device), or -1
+  std::string device_reason;  ///< why that device (halox::device_choice::reason)
 
   /// Allocates through the allocator (or halox's own); throws `halox::error` on failure.
   void* allocate(std::size_t bytes, memory_kind kind);

@@ -3,12 +3,18 @@
 //   mpiexec -n 4 halox-topo
 //
 // Rank 0 prints one line per rank:
-//   rank R: node HOST socket S numa N cpus LIST cores C gpu DEV nic DEV
+//   rank R: node HOST socket S numa N cpus LIST cores C gpu DEV nic DEV device D
 // (socket and numa: the packages and NUMA nodes the rank's cpus lie in, "-" when it spans none;
 // cpus: the processing units it is bound to, as a list; gpu and nic: the closest such device
-// hwloc sees, or "none"), then a "warning:" line for every rank not bound to a subset of its
-// node's cpus and for every pair of bound ranks on one node whose cpus overlap (the first 20).
+// hwloc sees, or "none"; device: the CUDA device index halox::closest_device picks for the rank,
+// or "none"), then "device: rank R: WHY" lines saying how each rank's device was chosen or why
+// none could be ("device: all ranks: WHY" when every rank has the same reason), then a
+// "warning:" line for every rank not bound to a subset of its node's cpus and for every pair of
+// bound ranks on one node whose cpus overlap (the first 20).
 // Warnings are not errors: the exit status is 0 unless MPI or hwloc fails.
+#include <halox/device.hpp>
+#include <halox/error.hpp>
+
 #include <hwloc.h>
 #include <mpi.h>
 
@@ -22,7 +28,7 @@
 
 namespace {
 
-constexpr int record_size = 1024; // one rank's fields, NUL-separated in a fixed-size record
+constexpr int record_size = 2048; // one rank's fields, NUL-separated in a fixed-size record
 
 std::string list_of(hwloc_const_bitmap_t set) {
   char* s = nullptr;
@@ -76,13 +82,14 @@ std::string closest(hwloc_topology_t topo, hwloc_const_bitmap_t set, bool (*kind
 }
 
 struct record {
-  std::string host, socket, numa, cpus, cores, gpu, nic, bound;
+  std::string host, socket, numa, cpus, cores, gpu, nic, bound, device, why;
 };
 
 std::vector<char> pack(record const& r) {
   std::vector<char> buf(record_size, '\0');
   std::string all;
-  for (auto const* f : {&r.host, &r.socket, &r.numa, &r.cpus, &r.cores, &r.gpu, &r.nic, &r.bound})
+  for (auto const* f : {&r.host, &r.socket, &r.numa, &r.cpus, &r.cores, &r.gpu, &r.nic, &r.bound,
+                        &r.device, &r.why})
     all += *f + '\0';
   std::memcpy(buf.data(), all.data(), std::min<std::size_t>(all.size(), record_size - 1));
   return buf;
@@ -91,7 +98,8 @@ std::vector<char> pack(record const& r) {
 record unpack(char const* p) {
   record r;
   char const* end = p + record_size;
-  for (auto* f : {&r.host, &r.socket, &r.numa, &r.cpus, &r.cores, &r.gpu, &r.nic, &r.bound}) {
+  for (auto* f : {&r.host, &r.socket, &r.numa, &r.cpus, &r.cores, &r.gpu, &r.nic, &r.bound,
+                  &r.device, &r.why}) {
     std::size_t const n = strnlen(p, static_cast<std::size_t>(end - p));
     f->assign(p, n);
     p += std::min<std::size_t>(n + 1, static_cast<std::size_t>(end - p));
@@ -139,6 +147,15 @@ int main(int argc, char** argv) {
   me.cores = std::to_string(cores);
   me.gpu = closest(topo, set, is_gpu);
   me.nic = closest(topo, set, is_nic);
+  // Collective: every rank reaches it, and every rank gets a device or the same error.
+  try {
+    auto const choice = halox::choose_device(MPI_COMM_WORLD);
+    me.device = std::to_string(choice.device);
+    me.why = choice.reason;
+  } catch (halox::error const& e) {
+    me.device = "none";
+    me.why = "none: " + e.message();
+  }
 
   auto const mine = pack(me);
   std::vector<char> gathered(rank == 0 ? static_cast<std::size_t>(record_size) * size : 0);
@@ -155,10 +172,16 @@ int main(int argc, char** argv) {
     std::printf("halox-topo: %d rank(s) on %zu node(s)\n", size, hosts.size());
     for (int r = 0; r < size; ++r) {
       auto const& x = rs[r];
-      std::printf("rank %d: node %s socket %s numa %s cpus %s cores %s gpu %s nic %s\n", r,
-                  x.host.c_str(), x.socket.c_str(), x.numa.c_str(), x.cpus.c_str(), x.cores.c_str(),
-                  x.gpu.c_str(), x.nic.c_str());
+      std::printf("rank %d: node %s socket %s numa %s cpus %s cores %s gpu %s nic %s device %s\n",
+                  r, x.host.c_str(), x.socket.c_str(), x.numa.c_str(), x.cpus.c_str(),
+                  x.cores.c_str(), x.gpu.c_str(), x.nic.c_str(), x.device.c_str());
     }
+    bool const same =
+        std::all_of(rs.begin(), rs.end(), [&](record const& x) { return x.why == rs[0].why; });
+    if (same && size > 1)
+      std::printf("device: all ranks: %s\n", rs[0].why.c_str());
+    else
+      for (int r = 0; r < size; ++r) std::printf("device: rank %d: %s\n", r, rs[r].why.c_str());
     int warnings = 0;
     for (int r = 0; r < size; ++r)
       if (rs[r].bound != "1") {
