@@ -145,40 +145,31 @@ void register_all() {
               });
         });
       int const n = static_cast<int>(total);
-      entry(base + "pingpong/halox_pack", pp_iters, k, 2 * t, [n](strided_object& o) {
-        pingpong(
-            o,
-            [n](strided_object& x, int peer) {
-              x.halox_pack();
-              MPI_Send(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
-            },
-            [n](strided_object& x, int peer) {
-              MPI_Recv(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-              x.halox_unpack();
-            });
-      });
-      entry(base + "pingpong/hand_pack", pp_iters, k, 2 * t, [n](strided_object& o) {
-        pingpong(
-            o,
-            [n](strided_object& x, int peer) {
-              x.hand_pack();
-              MPI_Send(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
-            },
-            [n](strided_object& x, int peer) {
-              MPI_Recv(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-              x.hand_unpack();
-            });
-      });
-      entry(base + "pingpong/contiguous", pp_iters, k, 2 * t, [n](strided_object& o) {
-        pingpong(
-            o,
-            [n](strided_object& x, int peer) {
-              MPI_Send(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
-            },
-            [n](strided_object& x, int peer) {
-              MPI_Recv(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            });
-      });
+      // The object packed by `pack` (nothing: the contiguous limit), sent as contiguous bytes and
+      // unpacked by `unpack` on the other side.
+      using object_op = void (*)(strided_object&);
+      auto packed_pingpong = [&](char const* name, object_op pack, object_op unpack) {
+        entry(base + "pingpong/" + name, pp_iters, k, 2 * t, [n, pack, unpack](strided_object& o) {
+          pingpong(
+              o,
+              [n, pack](strided_object& x, int peer) {
+                pack(x);
+                MPI_Send(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+              },
+              [n, unpack](strided_object& x, int peer) {
+                MPI_Recv(x.packed(), n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                unpack(x);
+              });
+        });
+      };
+      packed_pingpong(
+          "halox_pack", [](strided_object& x) { x.halox_pack(); },
+          [](strided_object& x) { x.halox_unpack(); });
+      packed_pingpong(
+          "hand_pack", [](strided_object& x) { x.hand_pack(); },
+          [](strided_object& x) { x.hand_unpack(); });
+      packed_pingpong(
+          "contiguous", [](strided_object&) {}, [](strided_object&) {});
     }
   }
 }
