@@ -6,28 +6,7 @@
 # Usage: bench/check-bad-args.sh HALOX_BENCH
 set -uo pipefail
 bench=$1
-failed=0
-
-expect_2() { # expect_2 NEEDLE ENV... -- ARGS...
-  local needle=$1
-  shift
-  local envs=()
-  while [[ $1 != -- ]]; do
-    envs+=("$1")
-    shift
-  done
-  shift
-  local out rc
-  out=$(env "${envs[@]}" timeout 60 "$bench" "$@" 2>&1)
-  rc=$?
-  if [[ $rc -ne 2 || $out != *"$needle"* ]]; then
-    echo "FAIL: ${envs[*]} $bench $*: exit $rc (want 2), output:"
-    echo "$out"
-    failed=1
-  else
-    echo "ok: ${envs[*]} $* -> exit 2: $out"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect-exit-2.sh"
 
 expect_2 "--benchmark_repetitions='-3' is invalid" -- --benchmark_repetitions=-3
 expect_2 "--benchmark_repetitions='0' is invalid" -- --benchmark_repetitions=0
