@@ -351,6 +351,10 @@ bool region_contiguous(schedule const& s, region const& r) {
   return make_region(r.b, s.slots[r.slot].strides.data()).nloops == 0;
 }
 
+bool message_contiguous(schedule const& s, message const& m) {
+  return m.regions.size() == 1 && region_contiguous(s, m.regions[0]);
+}
+
 std::size_t region_byte_offset(schedule const& s, region const& r) {
   auto const& sl = s.slots[r.slot];
   return static_cast<std::size_t>(make_region(r.b, sl.strides.data()).offset) * sl.elem_size;

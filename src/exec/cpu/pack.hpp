@@ -29,6 +29,8 @@ void run_local_copies(schedule const& s, void* const* bufs, combine_op op, std::
 void run_fills(schedule const& s, void* const* bufs, double value);
 /// True when region `r` is one contiguous run of its slot's buffer (can be sent in place).
 [[nodiscard]] bool region_contiguous(schedule const& s, region const& r);
+/// True when message `m` is one region that is one contiguous run (sent / received in place).
+[[nodiscard]] bool message_contiguous(schedule const& s, message const& m);
 /// Byte offset of region `r`'s first element in its slot buffer.
 [[nodiscard]] std::size_t region_byte_offset(schedule const& s, region const& r);
 

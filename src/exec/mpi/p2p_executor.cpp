@@ -6,19 +6,13 @@
 
 namespace halox::detail {
 
-namespace {
-bool single_contiguous(schedule const& s, message const& m) {
-  return m.regions.size() == 1 && region_contiguous(s, m.regions[0]);
-}
-} // namespace
-
 p2p_executor::p2p_executor(schedule s, exec_config const& cfg, bool persistent)
     : host_executor(std::move(s), cfg), persistent_(persistent) {
   std::size_t total = 0;
   for (auto const& m : sched_.sends) {
     soff_.push_back(total);
     scount_.push_back(mpi_int_count(m.bytes, "a sent message in bytes"));
-    bool const inplace = !persistent_ && single_contiguous(sched_, m);
+    bool const inplace = !persistent_ && message_contiguous(sched_, m);
     send_inplace_.push_back(inplace);
     if (!inplace) total += m.bytes;
   }
@@ -29,7 +23,7 @@ p2p_executor::p2p_executor(schedule s, exec_config const& cfg, bool persistent)
     rcount_.push_back(mpi_int_count(m.bytes, "a received message in bytes"));
     // Receiving in place only works for a plain overwrite; a reverse exchange combines, so it
     // always keeps a landing area.
-    recv_inplace_.push_back(!persistent_ && single_contiguous(sched_, m));
+    recv_inplace_.push_back(!persistent_ && message_contiguous(sched_, m));
     total += m.bytes;
   }
   recv_area_ = reserve(memory_kind::host, total);

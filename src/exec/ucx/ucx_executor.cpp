@@ -46,10 +46,6 @@ struct msg_plan {
   int slot = 0;            // its slot (inplace)
 };
 
-bool single_contiguous(schedule const& s, message const& m) {
-  return m.regions.size() == 1 && region_contiguous(s, m.regions[0]);
-}
-
 // The 64-bit UCP tag of a message: the plan's tag above the sender's rank, so that messages of
 // different plans and from different peers never match each other.
 std::uint64_t ucp_tag(int plan_tag, int sender) {
@@ -247,7 +243,7 @@ private:
     msg_plan p;
     p.peer = m.peer;
     p.bytes = m.bytes;
-    if (single_contiguous(sched_, m)) {
+    if (message_contiguous(sched_, m)) {
       p.mode = how::inplace;
       p.slot = m.regions[0].slot;
       p.inplace = region_byte_offset(sched_, m.regions[0]);
