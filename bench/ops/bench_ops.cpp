@@ -15,11 +15,20 @@
 // overlap settings, "hidden" is the share of the exchange wait that overlap removed from the
 // critical path: 1 - wait(on) / wait(off). Speed-ups between rank counts come from running the
 // tool at each count (see docs/dist_ops.md).
+//
+// With --provider cudnn (CUDA builds with cuDNN) the layer's buffers are device memory, the
+// exchanges use --method (staged_mpi by default; cuda_aware_mpi or nccl where the MPI or the
+// node allow), and every phase ends with cudaDeviceSynchronize so that its time includes the
+// device work it queued. Each rank uses device (rank mod device count).
 #include <halox/halox.hpp>
 #include <halox/ops/distributed.hpp>
 #include <halox/ops/ops.hpp>
 
 #include <mpi.h>
+
+#ifdef HALOX_BENCH_OPS_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -42,6 +51,7 @@ struct args {
   std::string split = "space";  // space | n | auto
   std::string overlap = "both"; // on | off | both
   std::string provider = "all"; // a compute provider, or all built host providers
+  std::string method;           // backend of the exchanges; empty: mpi_pack, or staged_mpi
   int iters = 5, warmup = 1;
   double scale = 1.0;
 };
@@ -85,10 +95,50 @@ std::string dims_str(std::vector<int> const& d) {
   return s;
 }
 
+// The layer's buffers: host vectors, or device copies of them for a device provider.
+struct buffers {
+  std::vector<std::vector<float>> host;
+  std::vector<float*> ptr;
+  bool device = false;
+  buffers(std::vector<std::vector<float>> h, bool dev) : host(std::move(h)), device(dev) {
+    for (auto& v : host) {
+      float* p = v.data();
+#ifdef HALOX_BENCH_OPS_CUDA
+      if (device) {
+        p = nullptr;
+        if (cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(v.size(), 1) * 4) !=
+                cudaSuccess ||
+            cudaMemcpy(p, v.data(), v.size() * 4, cudaMemcpyHostToDevice) != cudaSuccess) {
+          std::fprintf(stderr, "halox-bench-ops: cannot place %zu floats on the device\n",
+                       v.size());
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+      }
+#endif
+      ptr.push_back(p);
+    }
+  }
+  ~buffers() {
+#ifdef HALOX_BENCH_OPS_CUDA
+    if (device)
+      for (float* p : ptr) cudaFree(p);
+#endif
+  }
+  buffers(buffers const&) = delete;
+  buffers& operator=(buffers const&) = delete;
+  // Waits for the device work queued so far (a no-op on host buffers).
+  void sync() const {
+#ifdef HALOX_BENCH_OPS_CUDA
+    if (device) cudaDeviceSynchronize();
+#endif
+  }
+};
+
 // Runs one case at one overlap setting; returns the median sample (max over ranks per step).
 sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> const& dims,
            bool overlap, ops::compute_provider prov, args const& a, double& bytes) {
   int const nsp = static_cast<int>(shape.size()) - 2;
+  bool const device = ops::provider_memory(prov) == halox::memory_space::device;
   halox::process_grid grid(MPI_COMM_WORLD, dims);
   halox::tensor_desc xd(grid, shape, halox::dtype::float32);
   std::vector<index_t> ws{cout, shape[1]};
@@ -96,6 +146,9 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
   ops::dist_options o;
   o.overlap = overlap;
   o.provider = prov;
+  o.method = !a.method.empty() ? halox::backend_from_string(a.method)
+             : device          ? halox::backend::staged_mpi
+                               : halox::backend::mpi_pack;
   ops::dist_conv<float> layer(xd, ws, {{}, {1}, {1}, {}}, o);
   auto const& in = layer.input_desc();
   auto const& out = layer.output_desc();
@@ -108,16 +161,24 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
   std::uniform_real_distribution<float> u(-1, 1);
   for (auto* v : {&x, &dy, &w, &b})
     for (auto& e : *v) e = u(g);
-  halox::tensor_view const xv(in, x), yv(out, y), dyv(out, dy), dxv(xd, dx);
+  buffers B({x, y, dy, dx, w, b, dw, db}, device);
+  auto view = [&](halox::tensor_desc const& d, int i) {
+    return halox::tensor_view(d, B.ptr[i], B.host[i].size() * sizeof(float));
+  };
+  halox::tensor_view const xv = view(in, 0), yv = view(out, 1), dyv = view(out, 2),
+                           dxv = view(xd, 3);
+  float *const wp = B.ptr[4], *const bp = B.ptr[5], *const dwp = B.ptr[6], *const dbp = B.ptr[7];
   std::vector<sample> samples;
   for (int it = 0; it < a.warmup + a.iters; ++it) {
     MPI_Barrier(MPI_COMM_WORLD);
     double const c0 = cpu_seconds();
     double const t0 = MPI_Wtime();
-    layer.forward(xv, {w.data(), ws}, b.data(), yv);
+    layer.forward(xv, {wp, ws}, bp, yv);
+    B.sync();
     ops::dist_timings const f = layer.timings();
     double const t1 = MPI_Wtime();
-    layer.backward(xv, dyv, {w.data(), ws}, dxv, {dw.data(), ws}, db.data());
+    layer.backward(xv, dyv, {wp, ws}, dxv, {dwp, ws}, dbp);
+    B.sync();
     ops::dist_timings const bk = layer.timings();
     double const t2 = MPI_Wtime();
     double const c2 = cpu_seconds();
@@ -134,11 +195,13 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
 void usage() {
   std::printf(
       "halox-bench-ops [--case 2d|3d|all] [--split space|n|auto] [--overlap on|off|both]\n"
-      "                [--iters N] [--warmup N] [--provider all|automatic|reference|onednn]\n"
+      "                [--iters N] [--warmup N]\n"
+      "                [--provider all|automatic|reference|onednn|cudnn] [--method BACKEND]\n"
       "Distributed conv layer (forward + backward), float, per compute provider. HALOX_BENCH_SCALE "
       "scales the\n"
       "spatial extents (2-D 256x256, 3-D 64^3 at scale 1). Run at 1, 2, 4 ranks and compare the\n"
-      "step times for speed-ups.\n");
+      "step times for speed-ups. cudnn runs on device buffers; --method names the exchanges'\n"
+      "backend (default mpi_pack on host, staged_mpi on device).\n");
 }
 
 } // namespace
@@ -182,6 +245,8 @@ int main(int argc, char** argv) {
       problem = parse_count("--warmup", next(), 0, 1000000, a.warmup);
     else if (k == "--provider")
       a.provider = next();
+    else if (k == "--method")
+      a.method = next();
     else {
       if (rank() == 0) usage();
       MPI_Finalize();
@@ -215,6 +280,13 @@ int main(int argc, char** argv) {
     try {
       provs.push_back(
           ops::resolve_provider(ops::provider_from_string(a.provider), halox::dtype::float32));
+      if (!a.method.empty()) (void)halox::backend_from_string(a.method);
+#ifdef HALOX_BENCH_OPS_CUDA
+      int n = 0;
+      if (ops::provider_memory(provs.back()) == halox::memory_space::device &&
+          cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+        cudaSetDevice(rank() % n);
+#endif
     } catch (halox::error const& e) {
       if (rank() == 0) std::fprintf(stderr, "halox-bench-ops: %s\n", e.what());
       MPI_Finalize();
@@ -242,7 +314,14 @@ int main(int argc, char** argv) {
       for (int on = 1; on >= 0; --on) {
         if ((on && a.overlap == "off") || (!on && a.overlap == "on")) continue;
         double bytes = 0;
-        sample const s = run(c.shape, c.cout, dims, on == 1, prov, a, bytes);
+        sample s;
+        try {
+          s = run(c.shape, c.cout, dims, on == 1, prov, a, bytes);
+        } catch (halox::error const& e) { // collective: every rank gets it (e.g. no GPU here)
+          if (rank() == 0) std::fprintf(stderr, "halox-bench-ops: %s\n", e.what());
+          MPI_Finalize();
+          return 2;
+        }
         wait[on] = s.wait;
         if (rank() == 0)
           std::printf("  %-4s %-10s %-9s %-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n",

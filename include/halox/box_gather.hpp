@@ -16,11 +16,14 @@
 
 namespace halox {
 
-/// Options of a box-gather plan. `method` and `tune` must be the same on every rank;
+/// Options of a box-gather plan. `method`, `memory` and `tune` must be the same on every rank;
 /// `own_copy_boxes` may differ.
 struct box_gather_options {
   backend method = backend::automatic; ///< how to move data ($HALOX_BACKEND overrides auto)
-  tune_options tune;                   ///< automatic selection settings
+  /// Where the source tensor and the workspace live; device memory needs a device backend
+  /// (`cuda_aware_mpi`, `staged_mpi`, `nccl`, `device_mpi_datatype`) or `automatic`.
+  memory_space memory = memory_space::host;
+  tune_options tune; ///< automatic selection settings
   /// The cells a rank both owns and needs are copied into its workspace like the others. When
   /// set, only their parts inside these global boxes (all dimensions) are: a caller that reads
   /// the rest of its own block in place saves the copy. Cells outside them are left untouched.
@@ -55,13 +58,15 @@ public:
   box_gather_plan& operator=(box_gather_plan&&) noexcept;
 
   /// Gathers (start + wait) from `src` into `workspace`.
-  void execute(tensor_view const& src, void* workspace);
+  void execute(tensor_view const& src, void* workspace, stream_handle stream = nullptr);
   /// Begins the gather from `src` (a buffer of the planned tensor) into `workspace` (at least
   /// `workspace_bytes()`; may be null when that is 0). `src` may be read but not written, and
-  /// `workspace` not touched, until `wait`.
-  void start(tensor_view const& src, void* workspace);
-  /// Completes the gather begun by `start`.
-  void wait();
+  /// `workspace` not touched, until `wait`. For device memory the packing is ordered after the
+  /// work already queued on `stream` (a `cudaStream_t`; null: the default stream).
+  void start(tensor_view const& src, void* workspace, stream_handle stream = nullptr);
+  /// Completes the gather begun by `start`; for device memory the unpacking is queued on
+  /// `stream`, so work queued there afterwards sees the gathered workspace.
+  void wait(stream_handle stream = nullptr);
 
   /// Global box this rank receives (all dimensions; empty when it needs nothing).
   [[nodiscard]] box const& my_box() const noexcept;

@@ -30,6 +30,7 @@ std::uint64_t geometry_key(distribution const& dist, detail::need_ranges const& 
       mix(static_cast<std::uint64_t>(r.hi));
     }
   mix(static_cast<std::uint64_t>(o.method));
+  mix(static_cast<std::uint64_t>(o.memory));
   return h;
 }
 
@@ -52,12 +53,16 @@ box_gather_plan::box_gather_plan(tensor_desc const& src,
       comm, "box_gather_plan",
       [&] {
         detail::check_need(dist, need);
+        bool const host = options.memory == memory_space::host;
         HALOX_REQUIRE(options.method == backend::automatic ||
-                          detail::backend_available(options.method, memory_space::host),
+                          detail::backend_available(options.method, options.memory),
                       errc::unsupported,
                       std::string("box_gather_plan: backend ") + to_string(options.method) +
-                          " is not available for host memory in this build; choose another or "
-                          "backend::automatic");
+                          " is not available for " + (host ? "host" : "device") +
+                          " memory in this build; choose " +
+                          (host ? "a host backend (mpi_pack, ...)"
+                                : "a device backend (staged_mpi, cuda_aware_mpi, nccl)") +
+                          " or backend::automatic");
       },
       [&] { return key = geometry_key(dist, need, options); });
   impl_->mine = detail::needed_box(dist, me, need);
@@ -70,6 +75,7 @@ box_gather_plan::box_gather_plan(tensor_desc const& src,
       dist, me, src.strides(), need, options.own_copy_boxes ? &*options.own_copy_boxes : nullptr);
   detail::engine_options eo;
   eo.method = options.method;
+  eo.memory = options.memory;
   eo.tune = options.tune;
   eo.label = "box_gather_plan";
   impl_->engine = std::make_unique<detail::plan_engine>(context::of(comm), std::move(sch), eo, key);
@@ -79,12 +85,12 @@ box_gather_plan::~box_gather_plan() = default;
 box_gather_plan::box_gather_plan(box_gather_plan&&) noexcept = default;
 box_gather_plan& box_gather_plan::operator=(box_gather_plan&&) noexcept = default;
 
-void box_gather_plan::execute(tensor_view const& src, void* workspace) {
-  start(src, workspace);
-  wait();
+void box_gather_plan::execute(tensor_view const& src, void* workspace, stream_handle stream) {
+  start(src, workspace, stream);
+  wait(stream);
 }
 
-void box_gather_plan::start(tensor_view const& src, void* workspace) {
+void box_gather_plan::start(tensor_view const& src, void* workspace, stream_handle stream) {
   HALOX_REQUIRE(!impl_->engine->in_flight(), errc::invalid_state,
                 "box_gather_plan: start called while a gather is in flight; call wait() first");
   impl_->engine->agree_execute(0, [&] {
@@ -98,10 +104,10 @@ void box_gather_plan::start(tensor_view const& src, void* workspace) {
   // a gather only reads slot 0.
   impl_->bufs[0] = src.data;
   impl_->bufs[1] = workspace;
-  impl_->engine->start(impl_->bufs, false, detail::combine_op::replace, nullptr);
+  impl_->engine->start(impl_->bufs, false, detail::combine_op::replace, stream);
 }
 
-void box_gather_plan::wait() { impl_->engine->wait(nullptr); }
+void box_gather_plan::wait(stream_handle stream) { impl_->engine->wait(stream); }
 
 box const& box_gather_plan::my_box() const noexcept { return impl_->mine; }
 std::vector<index_t> const& box_gather_plan::shape() const noexcept { return impl_->shape; }

@@ -1,4 +1,5 @@
 #include "ops/dist_window.hpp"
+#include "ops/memory.hpp"
 
 #include <halox/collective.hpp>
 #include <halox/error.hpp>
@@ -14,15 +15,26 @@ template <class T> struct dist_batch_norm<T>::impl {
   bn_stats_mode mode;
   bn_params p;
   index_t channels = 0;
-  communicator comm;  // spans N and space: the processes sharing a channel block
-  local_kernels<T> k; // the provider of the normalisation passes
-  bn_moments m;       // of the last forward
+  communicator comm;     // spans N and space: the processes sharing a channel block
+  detail::space_ops mem; // where x, y, gamma, beta and the running statistics live
+  local_kernels<T> k;    // the provider of the normalisation passes
+  bn_moments m;          // of the last forward
   std::vector<double> buf;
   dist_timings t;
 
   impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp, dist_options const& o)
       : desc(x), mode(md), p(pp), channels(x.ndim() >= 2 ? x.shape()[1] : 0),
-        comm(sub_comm(x, md, pp, o)), k(o.provider, o.threads) {}
+        comm(sub_comm(x, md, pp, o)), mem(provider_memory(resolve_provider(o.provider, x.type()))),
+        k(o.provider, o.threads) {}
+
+  // Per-channel arrays of the caller (gamma, running statistics, their gradients) live where
+  // the provider computes; the statistics are merged on the host. These move them across.
+  std::vector<T> fetch(T const* p) const {
+    return detail::host_copy(mem, p, static_cast<std::size_t>(channels));
+  }
+  void store(T* dst, std::vector<T> const& v) const {
+    if (dst != nullptr && !v.empty()) mem.from_host(dst, v.data(), v.size() * sizeof(T));
+  }
 
   static communicator sub_comm(tensor_desc const& x, bn_stats_mode md, bn_params const& pp,
                                dist_options const& o) {
@@ -37,7 +49,7 @@ template <class T> struct dist_batch_norm<T>::impl {
                         "dist_batch_norm: the input " + x.dist().str() +
                             " must be [N, C, ...] with the channels not split (grid extent 1 "
                             "along dimension 1)");
-          detail::check_host_provider("dist_batch_norm", o);
+          (void)detail::check_provider("dist_batch_norm", o, x.type());
         },
         [&] {
           std::uint64_t h = static_cast<std::uint64_t>(md) * 1099511628211ull;
@@ -87,8 +99,16 @@ template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor
   detail::check_partition(y, I.desc, "dist_batch_norm::forward: y");
   bool const mine = !I.desc.empty();
   index_t const c = I.channels;
+  bool const host = I.mem.host();
+  std::vector<T> rm, rv; // device providers: host copies of the running statistics
+  if (!host) {
+    rm = I.fetch(running_mean);
+    rv = I.fetch(running_var);
+  }
+  T* const hrm = host ? running_mean : (rm.empty() ? nullptr : rm.data());
+  T* const hrv = host ? running_var : (rv.empty() ? nullptr : rv.data());
   if (!I.p.training) {
-    I.m = bn_inference_moments<T>(running_mean, running_var, c, I.p.eps);
+    I.m = bn_inference_moments<T>(hrm, hrv, c, I.p.eps);
   } else {
     bn_stats s;
     if (mine) s = I.k.bn_partial_stats(owned_ref<T const>(x));
@@ -120,10 +140,15 @@ template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor
       s = std::move(total);
     }
     // A local-mode rank without samples has no statistics (and no output to normalise).
-    if (I.mode == bn_stats_mode::global || s.count > 0)
-      I.m = bn_finalize_stats<T>(s, I.p.eps, I.p.momentum, running_mean, running_var);
-    else
+    if (I.mode == bn_stats_mode::global || s.count > 0) {
+      I.m = bn_finalize_stats<T>(s, I.p.eps, I.p.momentum, hrm, hrv);
+      if (!host) {
+        I.store(running_mean, rm);
+        I.store(running_var, rv);
+      }
+    } else {
       I.m = bn_moments{};
+    }
   }
   if (mine) I.k.bn_apply(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
   t.total = MPI_Wtime() - t0;
@@ -166,7 +191,14 @@ template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tenso
     I.k.bn_backward_apply(owned_ref<T const>(x), owned_ref<T const>(dy), I.m, gamma, for_dx,
                           I.p.training, owned_ref<T>(dx));
   }
-  bn_param_grads<T>(total, dgamma, dbeta);
+  if (I.mem.host()) {
+    bn_param_grads<T>(total, dgamma, dbeta);
+  } else {
+    std::vector<T> dg(static_cast<std::size_t>(c)), dbt(static_cast<std::size_t>(c));
+    bn_param_grads<T>(total, dg.data(), dbt.data());
+    I.store(dgamma, dg);
+    I.store(dbeta, dbt);
+  }
   t.total = MPI_Wtime() - t0;
   t.compute = t.total - t.reduce;
 }

@@ -1,4 +1,5 @@
 #include "ops/dist_window.hpp"
+#include "ops/memory.hpp"
 
 #include <halox/error.hpp>
 #include <halox/ops/dist_conv.hpp>
@@ -12,10 +13,12 @@ template <class T> struct dist_conv<T>::impl {
   detail::window_layer layer;
   std::vector<index_t> w_shape;
   conv_params p;
-  local_kernels<T> k;   // the provider that computes every box
-  communicator reduce;  // private duplicate: our all-reductions never meet the caller's
-  std::vector<T> ws;    // gathered dy
-  std::vector<T> grads; // partial dw then db, all-reduced in one call
+  local_kernels<T> k;         // the provider that computes every box
+  communicator reduce;        // private duplicate: our all-reductions never meet the caller's
+  detail::space_ops mem;      // where the layer's buffers live (the provider's memory)
+  detail::space_buffer<T> ws; // gathered dy
+  detail::space_buffer<T> dev_grads; // device providers: partial dw then db, on the device
+  std::vector<T> grads;              // partial dw then db (host), all-reduced in one call
   dist_timings t;
 
   // The halo is zero-filled beyond the global boundary although the kernels never read there:
@@ -24,7 +27,7 @@ template <class T> struct dist_conv<T>::impl {
       : layer("dist_conv", x, windows(x, w, p_), w.empty() ? 0 : w[0], false,
               boundary_fill::constant, o),
         w_shape(std::move(w)), p(p_), k(o.provider, o.threads),
-        reduce(detail::dup_comm(x.grid().comm())) {}
+        reduce(detail::dup_comm(x.grid().comm())), mem(layer.mem), ws(mem), dev_grads(mem) {}
 
   static std::vector<detail::win1> windows(tensor_desc const& x, std::vector<index_t> const& w,
                                            conv_params const& p) {
@@ -126,22 +129,27 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   index_t const nw = element_count(I.w_shape), nb = I.w_shape[0];
   const_block_ref<T> const dy_own = haloed_block<T const>(dy);
   block_ref<T> const dxb = want_dx ? haloed_block<T>(dx) : block_ref<T>{};
-  I.ws.resize(static_cast<std::size_t>(L.gather->elements()));
-  const_block_ref<T> const dy_ws = detail::workspace_block(I.ws, *L.gather);
+  T* const ws = I.ws.reserve(static_cast<std::size_t>(L.gather->elements()));
+  const_block_ref<T> const dy_ws = detail::workspace_block<T>(ws, *L.gather);
   MPI_Request req = MPI_REQUEST_NULL;
 
   // Weight and bias gradients need only owned dy and the input halos left by forward, so they
-  // are computed while the dy gather runs, and their all-reduce is posted right away.
+  // are computed while the dy gather runs, and their all-reduce is posted right away. A device
+  // provider accumulates them on the device; they are all-reduced in host memory (any MPI).
   auto weight_grads = [&] {
     if (!want_dw && !want_db) return;
     double const c = MPI_Wtime();
-    I.grads.assign(static_cast<std::size_t>(nw + nb), T(0));
+    std::size_t const ng = static_cast<std::size_t>(nw + nb);
+    I.grads.assign(ng, T(0));
+    T* const part = I.mem.host() ? I.grads.data() : I.dev_grads.reserve(ng);
+    if (!I.mem.host()) I.mem.zero(part, ng * sizeof(T));
     if (!L.out_own.empty()) {
       if (want_dw)
         I.k.conv_backward_weights_box(haloed_block<T const>(x), L.in_ext, dy_own,
-                                      tensor_ref<T>(I.grads.data(), I.w_shape), L.out_own, I.p);
-      if (want_db) I.k.conv_backward_bias_box(dy_own, L.out_own, I.grads.data() + nw);
+                                      tensor_ref<T>(part, I.w_shape), L.out_own, I.p);
+      if (want_db) I.k.conv_backward_bias_box(dy_own, L.out_own, part + nw);
     }
+    if (!I.mem.host()) I.mem.to_host(I.grads.data(), part, ng * sizeof(T));
     double const s = MPI_Wtime();
     t.compute += s - c;
     HALOX_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, I.grads.data(), static_cast<int>(nw + nb),
@@ -153,7 +161,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   };
 
   double c = MPI_Wtime();
-  if (want_dx) L.gather->start(dy, I.ws.data());
+  if (want_dx) L.gather->start(dy, ws);
   double n = MPI_Wtime();
   t.start += n - c;
   if (L.opt.overlap) {
@@ -179,8 +187,8 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     c = MPI_Wtime();
     HALOX_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
     t.reduce += MPI_Wtime() - c;
-    if (want_dw) detail::copy_into(I.grads.data(), dw);
-    for (index_t i = 0; want_db && i < nb; ++i) db[i] = I.grads[static_cast<std::size_t>(nw + i)];
+    if (want_dw) detail::copy_into<T>(I.mem, I.grads.data(), dw);
+    if (want_db) detail::copy_into<T>(I.mem, I.grads.data() + nw, tensor_ref<T>(db, {nb}));
   }
   t.total = MPI_Wtime() - t0;
 }

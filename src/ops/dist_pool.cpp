@@ -1,4 +1,5 @@
 #include "ops/dist_window.hpp"
+#include "ops/memory.hpp"
 
 #include <halox/error.hpp>
 #include <halox/ops/dist_pool.hpp>
@@ -11,8 +12,8 @@ namespace halox::ops {
 template <class T> struct dist_pool<T>::impl {
   detail::window_layer layer;
   pool_params p;
-  local_kernels<T> k; // the provider that computes every box
-  std::vector<T> ws;  // gathered dy
+  local_kernels<T> k;         // the provider that computes every box
+  detail::space_buffer<T> ws; // gathered dy, in the provider's memory
   dist_timings t;
 
   // Padding never takes part in a max (and average pooling counts it without reading it), so
@@ -20,7 +21,7 @@ template <class T> struct dist_pool<T>::impl {
   impl(tensor_desc const& x, pool_params const& p_, dist_options const& o)
       : layer("dist_pool", x, windows(x, p_), x.shape().size() > 1 ? x.shape()[1] : 0,
               p_.kind == pool_kind::max, boundary_fill::untouched, o),
-        p(p_), k(o.provider, o.threads) {}
+        p(p_), k(o.provider, o.threads), ws(detail::space_ops(layer.mem)) {}
 
   static std::vector<detail::win1> windows(tensor_desc const& x, pool_params const& p) {
     HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,
@@ -92,11 +93,11 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   const_block_ref<T> const xb = is_max ? haloed_block<T const>(x) : const_block_ref<T>{};
   const_block_ref<T> const dy_own = haloed_block<T const>(dy);
   block_ref<T> const dxb = haloed_block<T>(dx);
-  I.ws.resize(static_cast<std::size_t>(L.gather->elements()));
-  const_block_ref<T> const dy_ws = detail::workspace_block(I.ws, *L.gather);
+  T* const ws = I.ws.reserve(static_cast<std::size_t>(L.gather->elements()));
+  const_block_ref<T> const dy_ws = detail::workspace_block<T>(ws, *L.gather);
   detail::run_overlapped(
-      L.opt, L.in->grid().comm(), [&] { L.gather->start(dy, I.ws.data()); },
-      [&] { L.gather->wait(); }, L.bwd_interior, L.bwd_boundary, L.in_own,
+      L.opt, L.in->grid().comm(), [&] { L.gather->start(dy, ws); }, [&] { L.gather->wait(); },
+      L.bwd_interior, L.bwd_boundary, L.in_own,
       [&](box const& b, bool gathered) {
         I.k.pool_backward_box(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);
       },

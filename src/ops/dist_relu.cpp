@@ -7,7 +7,9 @@ namespace halox::ops {
 
 template <class T> dist_relu<T>::dist_relu(tensor_desc const& x, dist_options const& o)
     : desc_(x), kernels_([&] {
-        detail::check_host_provider("dist_relu", o);
+        // No collective: ReLU is pointwise and exchanges nothing, so a rank that cannot run the
+        // provider fails alone without leaving the others waiting.
+        (void)detail::check_provider("dist_relu", o, x.type());
         return std::make_shared<local_kernels<T>>(o.provider, o.threads);
       }()) {
   HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,

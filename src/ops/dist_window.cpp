@@ -1,4 +1,5 @@
 #include "ops/dist_window.hpp"
+#include "ops/memory.hpp"
 
 #include <halox/collective.hpp>
 #include <halox/error.hpp>
@@ -59,7 +60,7 @@ std::string params_text(std::vector<win1> const& win, index_t cout, boundary_fil
   t += "output channels=" + std::to_string(cout) +
        "; boundary=" + (f == boundary_fill::constant ? "constant" : "untouched") +
        "; overlap=" + (o.overlap ? "on" : "off") + "; backend=" + to_string(o.method) +
-       "; provider=" + std::to_string(static_cast<int>(o.provider));
+       "; provider=" + to_string(o.provider);
   return t;
 }
 
@@ -80,14 +81,27 @@ std::uint64_t params_hash(std::vector<win1> const& win, index_t cout, bool xb, b
 
 } // namespace
 
-void check_host_provider(std::string const& what, dist_options const& o) {
-  HALOX_REQUIRE(o.provider != compute_provider::cudnn, bad,
-                what + ": provider cudnn computes on device buffers, but the distributed "
-                       "operators keep host workspaces; use provider automatic, reference or "
-                       "onednn, or local_kernels<T>(compute_provider::cudnn) for device buffers");
+memory_space check_provider(std::string const& what, dist_options const& o, dtype t) {
   HALOX_REQUIRE(o.threads >= 0, bad,
                 what + ": dist_options::threads = " + std::to_string(o.threads) +
                     " is negative; pass 0 (OpenMP default) or a positive count");
+  compute_provider const p = resolve_provider(o.provider, t);
+  memory_space const m = provider_memory(p);
+  if (m == memory_space::host) return m;
+  std::string why;
+  HALOX_REQUIRE(device_usable(why), bad,
+                what + ": provider " + to_string(p) + " computes on device memory, but " + why +
+                    "; run on a GPU node or choose provider automatic, reference or onednn");
+  bool const device_method = o.method == backend::automatic;
+  bool found = device_method;
+  for (backend b : device_backends()) found = found || b == o.method;
+  HALOX_REQUIRE(
+      found, bad,
+      what + ": provider " + to_string(p) +
+          " computes on device memory, but dist_options::method = " + to_string(o.method) +
+          " moves host memory; set method to staged_mpi (any MPI), cuda_aware_mpi "
+          "(a CUDA-aware MPI), nccl or automatic");
+  return m;
 }
 
 window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<win1> w,
@@ -100,7 +114,7 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
       x.grid().comm(), name,
       [&] {
         validate(name, x);
-        check_host_provider(name, opt);
+        mem = check_provider(name, opt, x.type());
       },
       [&] { return params_hash(win, out_channels, x_for_backward, fill, opt); },
       [&] { return params_text(win, out_channels, fill, opt); });
@@ -154,6 +168,7 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
 
   halo_options ho;
   ho.method = opt.method;
+  ho.memory = mem;
   ho.boundary = fill;
   ho.fill_value = 0.0;
   ho.tune = opt.tune;
@@ -188,6 +203,7 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   }
   box_gather_options go;
   go.method = opt.method;
+  go.memory = mem;
   go.tune = opt.tune;
   if (opt.overlap) go.own_copy_boxes = std::move(self);
   gather = std::make_unique<box_gather_plan>(*out, need_r, go);

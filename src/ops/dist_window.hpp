@@ -35,6 +35,7 @@ struct window_layer {
   std::vector<win1> win;                   ///< per spatial dimension
   std::vector<index_t> in_ext;             ///< global spatial input extent
   dist_options opt;                        ///< as given
+  memory_space mem = memory_space::host;   ///< where x, y, dy, dx and the workspace live
   std::optional<tensor_desc> in;           ///< input with halos (what callers allocate for x)
   std::optional<tensor_desc> out;          ///< output, no halos, derived part sizes
   std::vector<int> halo_lo, halo_hi;       ///< input halos per dimension (0 on N and C)
@@ -51,9 +52,12 @@ struct window_layer {
   [[nodiscard]] std::string describe() const;
 };
 
-/// Throws unless `o` names a provider that computes on host memory (the operators' workspaces are
-/// host memory) and a non-negative thread count.
-void check_host_provider(std::string const& what, dist_options const& o);
+/// Resolves `o.provider` for element type `t` and checks that a distributed layer can run it:
+/// a non-negative thread count and, for a provider computing on device memory (cudnn), a
+/// visible GPU and a backend that moves device memory (or `automatic`). Returns the memory
+/// space of the layer's buffers. Call inside the constructor's collective check, so that a rank
+/// without a GPU fails everywhere.
+memory_space check_provider(std::string const& what, dist_options const& o, dtype t);
 
 /// Throws `halox::error` unless `v` is a buffer of a tensor with the same global shape, dtype
 /// and blocks as `expected` (halo widths and strides may differ) and large enough.
@@ -69,26 +73,10 @@ template <class T> MPI_Datatype mpi_type() {
   return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
 }
 
-/// Copies a contiguous row-major array into a (possibly strided) view of the same shape.
-template <class T> void copy_into(T const* src, tensor_ref<T> const& dst) {
-  for (index_t e : dst.shape)
-    if (e == 0) return;
-  std::vector<index_t> i(dst.shape.size(), 0);
-  for (index_t k = 0;; ++k) {
-    index_t off = 0;
-    for (std::size_t d = 0; d < i.size(); ++d) off += i[d] * dst.strides[d];
-    dst.data[off] = src[k];
-    int d = static_cast<int>(i.size()) - 1;
-    while (d >= 0 && ++i[d] == dst.shape[d]) i[d--] = 0;
-    if (d < 0) return;
-  }
-}
-
 /// The gathered workspace `ws` of `g` as a block at its global spatial origin.
-template <class T>
-const_block_ref<T> workspace_block(std::vector<T> const& ws, box_gather_plan const& g) {
+template <class T> const_block_ref<T> workspace_block(T const* ws, box_gather_plan const& g) {
   std::vector<index_t> const origin(g.origin().begin() + 2, g.origin().end());
-  return const_block_ref<T>(const_tensor_ref<T>(ws.data(), g.shape()), origin);
+  return const_block_ref<T>(const_tensor_ref<T>(ws, g.shape()), origin);
 }
 
 /// A private duplicate of `c` (collective), so an operator's own collectives never match the

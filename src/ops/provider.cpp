@@ -51,6 +51,10 @@ bool provider_built(compute_provider p) noexcept {
   return false;
 }
 
+memory_space provider_memory(compute_provider p) noexcept {
+  return p == compute_provider::cudnn ? memory_space::device : memory_space::host;
+}
+
 compute_provider resolve_provider(compute_provider requested, dtype t) {
   constexpr auto bad = errc::invalid_argument;
   HALOX_REQUIRE(t == dtype::float32 || t == dtype::float64, bad,

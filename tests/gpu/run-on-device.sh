@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs the GPU tests (1 and 2 ranks) and the pack bandwidth benchmark on a machine with a CUDA
+# Runs the GPU tests (1 and 2 ranks: the halo exchange, the cudnn provider and the distributed
+# operators on device buffers), the pack bandwidth benchmark and the distributed convolution
+# benchmark on device buffers on a machine with a CUDA
 # device, in well under 8 minutes. Such a machine often has only the CUDA toolkit (no MPI, no
 # GoogleTest), so the binaries can be prepared elsewhere and carried over as a bundle.
 #
@@ -7,7 +9,8 @@
 #       On the build machine, after building build-cuda (or $HALOX_BUILD_DIR): packs the GPU
 #       test binaries, the MPI libraries they load (MPICH, UCX, hwloc, ...), the MPICH launcher
 #       and libstdc++ into DIR/bundle.tar.gz (default DIR build-gpu-bundle, about 17 MiB). NCCL
-#       (over 200 MiB) and the CUDA driver are expected on the GPU machine, in /usr/local/cuda.
+#       (over 200 MiB), cuDNN (over 500 MiB) and the CUDA driver are expected on the GPU
+#       machine: in /usr/local/cuda, or cuDNN from the nvidia-cudnn Python wheel.
 #   tests/gpu/run-on-device.sh [DIR]
 #       On the GPU machine: runs the tests from DIR when it holds a bundle (unpacked there on
 #       first use); otherwise builds them first into build-gpu (needs cmake, ninja or make, MPI
@@ -28,6 +31,11 @@ if [[ ${1:-} == --bundle ]]; then
   for b in "${bins[@]}"; do
     [[ -x $b ]] || { echo "missing $b: build it first (ninja -C $build halox_gpu_tests halox_gpu_pack_bench)"; exit 1; }
   done
+  # The operators' GPU tests and benchmark, when the build has cuDNN.
+  for b in "$build/tests/gpu/halox_gpu_ops_tests" "$build/tests/gpu/halox_gpu_dist_ops_tests" \
+    "$build/bench/ops/halox-bench-ops"; do
+    [[ -x $b ]] && bins+=("$b")
+  done
   rm -rf "$dir" && mkdir -p "$dir"
   dir_final=$dir
   dir=$(mktemp -d)/bundle
@@ -40,6 +48,7 @@ if [[ ${1:-} == --bundle ]]; then
     libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux*) continue ;;
     esac
     [[ $lib == /usr/local/cuda* && $(basename "$lib") != libcudart.so* ]] && continue
+    [[ $(basename "$lib") == libcudnn* ]] && continue
     strip --strip-unneeded -o "$dir/lib/$(basename "$lib")" "$(readlink -f "$lib")"
   done
   # The MPICH launcher, for the 2-rank run, and UCX's transport modules.
@@ -88,6 +97,13 @@ fi
 
 export PATH="$root/$dir/bin:$PATH"
 export LD_LIBRARY_PATH="$root/$dir/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+# cuDNN: the toolkit's, else the one Python's nvidia-cudnn wheel ships.
+if ! ldconfig -p | grep -q libcudnn.so.9 && [[ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]]; then
+  for py in python3 /usr/bin/python3; do
+    cudnn_lib=$("$py" -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null) && break
+  done
+  [[ -n ${cudnn_lib:-} ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cudnn_lib"
+fi
 [[ -d $dir/lib/ucx ]] && export UCX_MODULE_DIR="$root/$dir/lib/ucx"
 export HYDRA_LAUNCHER=fork
 if missing=$(ldd "$dir/bin/halox_gpu_tests" | grep "not found"); then
@@ -121,6 +137,16 @@ run() { # name, timeout, command...
 run gpu_tests.np1 240 "${launcher[@]}" 1 halox_gpu_tests
 run gpu_tests.np2 180 "${launcher[@]}" 2 halox_gpu_tests
 run pack_bench 120 halox_gpu_pack_bench
+if [[ -x $dir/bin/halox_gpu_dist_ops_tests ]]; then
+  run gpu_ops.np1 180 "${launcher[@]}" 1 halox_gpu_ops_tests
+  run gpu_dist_ops.np1 180 "${launcher[@]}" 1 halox_gpu_dist_ops_tests
+  run gpu_dist_ops.np2 180 "${launcher[@]}" 2 halox_gpu_dist_ops_tests
+  # The distributed convolution on device buffers, 1 and 2 ranks (sharing one GPU at 2).
+  for n in 1 2; do
+    run "bench_ops_cudnn.np$n" 180 "${launcher[@]}" "$n" halox-bench-ops --provider cudnn \
+      --overlap both --iters 5
+  done
+fi
 [[ $(grep -c "no CUDA device visible" "$logs"/gpu_tests.np1.log) -gt 0 ]] &&
   echo "NOTE: the tests skipped: no usable CUDA device here"
 echo "== done in $(($(date +%s) - start)) s: $([[ $status == 0 ]] && echo all passed or skipped || echo FAILURES)"

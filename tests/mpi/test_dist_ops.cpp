@@ -631,7 +631,8 @@ TEST(DistOps, ReluAndChainedLayers) {
 }
 
 // Providers the distributed operators cannot use fail on every rank at construction, naming the
-// fix: cudnn (device buffers; the operators keep host workspaces), onednn for double.
+// fix: cudnn where it cannot run (not built, no GPU) or with a backend that moves host memory,
+// onednn for double, a negative thread count.
 TEST(DistOps, RejectsUnusableProviders) {
   process_grid grid(MPI_COMM_WORLD, {1, 1, world_size()});
   auto expect_throw = [](auto&& make, std::vector<std::string> const& parts) {
@@ -646,19 +647,29 @@ TEST(DistOps, RejectsUnusableProviders) {
   };
   tensor_desc const xf(grid, {1, 2, 4 * world_size()}, halox::dtype::float32);
   ops::dist_options o;
-  o.provider = ops::compute_provider::cudnn;
+  o.provider = ops::compute_provider::cudnn; // with the default method, mpi_pack
+  // Which fix is named depends on the build and the machine; each says what to change.
+  std::string const fix = !ops::provider_built(ops::compute_provider::cudnn)
+                              ? "not built into this halox"
+                              : "device memory";
   expect_throw(
       [&] {
-        ops::dist_conv<float> l(xf, {2, 2, 3}, {{}, {1}, {1}, {}}, o);
+        ops::dist_conv<float> l(xf, {2, 2, 3}, {{1}, {1}, {1}, {1}}, o);
       },
-      {"cudnn", "host", "local_kernels"});
-  expect_throw([&] { ops::dist_relu<float> l(xf, o); }, {"cudnn", "host"});
+      {"dist_conv", "cudnn", fix});
+  expect_throw([&] { ops::dist_batch_norm<float> l(xf, ops::bn_stats_mode::global, {}, o); },
+               {"dist_batch_norm", "cudnn", fix});
+  expect_throw([&] { ops::dist_relu<float> l(xf, o); }, {"cudnn", fix});
   if (ops::provider_built(ops::compute_provider::onednn)) {
     tensor_desc const xd(grid, {1, 2, 4 * world_size()}, halox::dtype::float64);
     o.provider = ops::compute_provider::onednn;
     expect_throw([&] { ops::dist_pool<double> l(xd, max_pool({2}), o); },
                  {"onednn", "float32 only", "reference"});
   }
+  o.provider = ops::compute_provider::automatic;
+  o.threads = -2;
+  expect_throw([&] { ops::dist_pool<float> l(xf, max_pool({2}), o); },
+               {"threads = -2", "positive"});
 }
 
 TEST(DistOps, RejectsSplitChannels) {

@@ -8,6 +8,7 @@
 /// convolutions and pooling through oneDNN primitives on host memory (float only); `cudnn` runs
 /// them through cuDNN on device memory (CUDA builds). See docs/providers.md.
 
+#include <halox/backend.hpp>
 #include <halox/dtype.hpp>
 #include <halox/ops/batch_norm.hpp>
 #include <halox/ops/tensor_ref.hpp>
@@ -38,6 +39,10 @@ enum class compute_provider {
 /// becomes `onednn` for float32 when built, else `reference`. Throws `halox::error` when an
 /// explicit provider is not built or does not support `t` (oneDNN has no float64 convolution).
 [[nodiscard]] compute_provider resolve_provider(compute_provider requested, dtype t);
+
+/// Where provider `p` computes: device memory for `cudnn`, host memory for the others
+/// (`automatic` resolves to a host provider).
+[[nodiscard]] memory_space provider_memory(compute_provider p) noexcept;
 
 namespace detail {
 template <class T> class compute_kernels;

@@ -439,18 +439,140 @@ public:
                                         &zero, dxd.d, dx.data));
   }
 
-  bn_stats bn_partial_stats(const_tensor_ref<T>) override { unsupported("bn_partial_stats"); }
-  bn_grad_sums bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,
-                                   bn_moments const&) override {
-    unsupported("bn_backward_partial");
+  // The batch-norm passes keep halox's (count, mean, M2) statistics, merged on the host across
+  // ranks; cuDNN's fused batch norm cannot take merged statistics, so each pass is built from
+  // cuDNN tensor operations: per-channel reductions (cudnnReduceTensor on dense copies) and
+  // per-channel affine maps (cudnnOpTensor / cudnnAddTensor with [1, C, 1, ...] operands whose
+  // coefficients are computed in double on the host). Reductions accumulate in T.
+  bn_stats bn_partial_stats(const_tensor_ref<T> x) override {
+    char const* op = "bn_partial_stats (cudnn)";
+    bn_check(op, x, {});
+    bn_stats s;
+    index_t const c = x.shape[1];
+    s.count = c > 0 ? x.size() / c : 0;
+    s.mean.assign(static_cast<std::size_t>(c), 0.0);
+    s.m2.assign(static_cast<std::size_t>(c), 0.0);
+    if (x.size() == 0) return s;
+    require_device(op, {x.data});
+    view const xv = flat_view(x);
+    view const d = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
+    copy(xv, d);
+    std::vector<double> const sum = channel_sums(d, false);
+    std::vector<T> neg_mean(static_cast<std::size_t>(c));
+    for (index_t i = 0; i < c; ++i) {
+      s.mean[i] = sum[i] / static_cast<double>(s.count);
+      neg_mean[i] = static_cast<T>(-s.mean[i]);
+    }
+    // Deviations from the mean, then their norms: the two-pass M2 of the reference.
+    add_channels(d, upload(neg_mean, scratch_c1_));
+    std::vector<double> const norm = channel_sums(d, true);
+    for (index_t i = 0; i < c; ++i) s.m2[i] = norm[i] * norm[i];
+    return s;
   }
-  void bn_apply(const_tensor_ref<T>, bn_moments const&, T const*, T const*,
-                tensor_ref<T>) override {
-    unsupported("bn_apply");
+
+  bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                   bn_moments const& m) override {
+    char const* op = "bn_backward_partial (cudnn)";
+    bn_check(op, x, {&dy});
+    bn_check_moments(op, m, x.shape[1]);
+    bn_grad_sums s;
+    index_t const c = x.shape[1];
+    s.count = c > 0 ? x.size() / c : 0;
+    s.sum_dy.assign(static_cast<std::size_t>(c), 0.0);
+    s.sum_dy_xhat.assign(static_cast<std::size_t>(c), 0.0);
+    if (x.size() == 0) return s;
+    require_device(op, {x.data, dy.data});
+    view const xv = flat_view(x), dyv = flat_view(dy);
+    view const dx = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
+    view const dd = dense_view(xv.dims, scratch_dy_.get(count(xv) * sizeof(T)));
+    copy(dyv, dd);
+    s.sum_dy = channel_sums(dd, false);
+    std::vector<T> neg_mean(static_cast<std::size_t>(c));
+    for (index_t i = 0; i < c; ++i) neg_mean[i] = static_cast<T>(-m.mean[i]);
+    copy(xv, dx);
+    add_channels(dx, upload(neg_mean, scratch_c1_));
+    view const prod = dense_view(xv.dims, scratch_dx_.get(count(xv) * sizeof(T)));
+    op_tensor(CUDNN_OP_TENSOR_MUL, dx, dd, prod); // (x - mean) * dy
+    std::vector<double> const sdx = channel_sums(prod, false);
+    for (index_t i = 0; i < c; ++i) s.sum_dy_xhat[i] = sdx[i] * m.invstd[i];
+    return s;
   }
-  void bn_backward_apply(const_tensor_ref<T>, const_tensor_ref<T>, bn_moments const&, T const*,
-                         bn_grad_sums const&, bool, tensor_ref<T>) override {
-    unsupported("bn_backward_apply");
+
+  void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
+                tensor_ref<T> y) override {
+    char const* op = "bn_apply (cudnn)";
+    bn_check(op, x, {});
+    bn_check(op, y, {});
+    HALOX_REQUIRE(x.shape == y.shape, bad,
+                  std::string(op) + ": y " + fmt(y.shape) + " must have x's shape " + fmt(x.shape));
+    bn_check_moments(op, m, x.shape[1]);
+    if (x.size() == 0) return;
+    require_device(op, {x.data, y.data, gamma, beta});
+    index_t const c = x.shape[1];
+    std::vector<T> const g = download(gamma, c), b = download(beta, c);
+    std::vector<T> scale(static_cast<std::size_t>(c)), shift(scale);
+    for (index_t i = 0; i < c; ++i) {
+      double const k = m.invstd[i] * (g.empty() ? 1.0 : static_cast<double>(g[i]));
+      scale[i] = static_cast<T>(k);
+      shift[i] = static_cast<T>((b.empty() ? 0.0 : static_cast<double>(b[i])) - m.mean[i] * k);
+    }
+    // Through a dense copy, so that y may be x itself.
+    view const xv = flat_view(x);
+    view const d = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
+    op_tensor(CUDNN_OP_TENSOR_MUL, xv, upload(scale, scratch_c1_), d);
+    add_channels(d, upload(shift, scratch_c2_));
+    copy(d, flat_view(y));
+  }
+
+  void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
+                         T const* gamma, bn_grad_sums const& total, bool training,
+                         tensor_ref<T> dx) override {
+    char const* op = "bn_backward_apply (cudnn)";
+    bn_check(op, x, {&dy});
+    bn_check(op, dx, {});
+    HALOX_REQUIRE(x.shape == dx.shape, bad,
+                  std::string(op) + ": dx " + fmt(dx.shape) + " must have x's shape " +
+                      fmt(x.shape));
+    index_t const c = x.shape[1];
+    bn_check_moments(op, m, c);
+    HALOX_REQUIRE(!training ||
+                      (static_cast<index_t>(total.sum_dy.size()) == c &&
+                       static_cast<index_t>(total.sum_dy_xhat.size()) == c && total.count > 0),
+                  bad,
+                  std::string(op) + ": the gradient sums hold " +
+                      std::to_string(total.sum_dy.size()) + " channels and count " +
+                      std::to_string(total.count) + "; expected " + std::to_string(c) +
+                      " channels with a positive count (merge every rank's bn_backward_partial)");
+    if (x.size() == 0) return;
+    require_device(op, {x.data, dy.data, dx.data, gamma});
+    std::vector<T> const g = download(gamma, c);
+    // dx = k (dy - mean(dy) - xhat mean(dy xhat)) = a dy + b x + e per channel, with
+    // a = k, b = -k invstd mean(dy xhat), e = -k mean(dy) - b mean.
+    std::vector<T> a(static_cast<std::size_t>(c)), b(a), e(a);
+    for (index_t i = 0; i < c; ++i) {
+      double const k = m.invstd[i] * (g.empty() ? 1.0 : static_cast<double>(g[i]));
+      double mdy = 0, mdyx = 0;
+      if (training) {
+        double const n = static_cast<double>(total.count);
+        mdy = total.sum_dy[i] / n;
+        mdyx = total.sum_dy_xhat[i] / n;
+      }
+      double const bi = -k * m.invstd[i] * mdyx;
+      a[i] = static_cast<T>(k);
+      b[i] = static_cast<T>(bi);
+      e[i] = static_cast<T>(-k * mdy - bi * m.mean[i]);
+    }
+    view const xv = flat_view(x), dyv = flat_view(dy);
+    view const d1 = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
+    view const d2 = dense_view(xv.dims, scratch_dy_.get(count(xv) * sizeof(T)));
+    op_tensor(CUDNN_OP_TENSOR_MUL, dyv, upload(a, scratch_c1_), d1);
+    if (training) {
+      op_tensor(CUDNN_OP_TENSOR_MUL, xv, upload(b, scratch_c2_), d2);
+      add_full(d1, d2);
+      add_channels(d1, upload(e, scratch_c3_));
+    }
+    // Written last, so that dx may be dy itself.
+    copy(d1, flat_view(dx));
   }
 
   std::string describe() const override {
@@ -472,14 +594,113 @@ private:
     activation& operator=(activation const&) = delete;
   };
 
-  [[noreturn]] static void unsupported(char const* what) {
-    ::halox::detail::throw_error(
-        bad,
-        std::string(what) +
-            ": the cudnn provider does not run the batch-norm passes (they take halox's "
-            "merged (count, mean, M2) statistics, which cuDNN's batch norm cannot); build "
-            "dist_batch_norm with provider reference on host buffers",
-        what, __FILE__, __LINE__);
+  struct op_tensor_desc {
+    cudnnOpTensorDescriptor_t d = nullptr;
+    explicit op_tensor_desc(cudnnOpTensorOp_t op) {
+      HALOX_CUDNN(cudnnCreateOpTensorDescriptor(&d));
+      HALOX_CUDNN(cudnnSetOpTensorDescriptor(d, op, data_type<T>(), CUDNN_PROPAGATE_NAN));
+    }
+    ~op_tensor_desc() { cudnnDestroyOpTensorDescriptor(d); }
+    op_tensor_desc(op_tensor_desc const&) = delete;
+    op_tensor_desc& operator=(op_tensor_desc const&) = delete;
+  };
+  struct reduce_desc {
+    cudnnReduceTensorDescriptor_t d = nullptr;
+    explicit reduce_desc(cudnnReduceTensorOp_t op) {
+      HALOX_CUDNN(cudnnCreateReduceTensorDescriptor(&d));
+      HALOX_CUDNN(cudnnSetReduceTensorDescriptor(d, op, data_type<T>(), CUDNN_PROPAGATE_NAN,
+                                                 CUDNN_REDUCE_TENSOR_NO_INDICES,
+                                                 CUDNN_32BIT_INDICES));
+    }
+    ~reduce_desc() { cudnnDestroyReduceTensorDescriptor(d); }
+    reduce_desc(reduce_desc const&) = delete;
+    reduce_desc& operator=(reduce_desc const&) = delete;
+  };
+
+  static void bn_check(char const* op, const_tensor_ref<T> const& x,
+                       std::initializer_list<const_tensor_ref<T> const*> same) {
+    HALOX_REQUIRE(x.rank() >= 2 && x.rank() <= 8 && x.shape.size() == x.strides.size(), bad,
+                  std::string(op) + ": shape " + fmt(x.shape) +
+                      " must be [N, C, ...] of rank 2 to 8 with one stride per dimension");
+    for (auto const* o : same)
+      HALOX_REQUIRE(o->shape == x.shape && o->strides.size() == o->shape.size(), bad,
+                    std::string(op) + ": dy " + fmt(o->shape) + " must have x's shape " +
+                        fmt(x.shape));
+  }
+  static void bn_check_moments(char const* op, bn_moments const& m, index_t c) {
+    HALOX_REQUIRE(
+        static_cast<index_t>(m.mean.size()) == c && static_cast<index_t>(m.invstd.size()) == c, bad,
+        std::string(op) + ": the moments hold " + std::to_string(m.mean.size()) + " means and " +
+            std::to_string(m.invstd.size()) + " inverse deviations but the tensor has " +
+            std::to_string(c) + " channels; pass the moments computed for this layer");
+  }
+
+  // A [1, C, 1, ...] operand of x's cuDNN rank at p.
+  static view channel_view(view const& like, void* p) {
+    std::vector<int> d(like.dims.size(), 1);
+    d[1] = like.dims[1];
+    return dense_view(d, p);
+  }
+  // Copies the per-channel host values into `buf`; returns them as a [1, C, 1, ...] operand
+  // shaped for the tensors of the pass (which have `channels` channels).
+  view upload(std::vector<T> const& v, device_buffer& buf) {
+    void* p = buf.get(v.size() * sizeof(T));
+    HALOX_CUDNN(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    view r;
+    r.ptr = p;
+    r.dims = {1, static_cast<int>(v.size())};
+    return r;
+  }
+  static std::vector<T> download(T const* p, index_t c) {
+    if (p == nullptr) return {};
+    std::vector<T> v(static_cast<std::size_t>(c));
+    HALOX_CUDNN(cudaMemcpy(v.data(), p, v.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  // Per-channel sums (or Euclidean norms) of the dense tensor d, in double on the host.
+  std::vector<double> channel_sums(view const& d, bool norm2) {
+    reduce_desc r(norm2 ? CUDNN_REDUCE_TENSOR_NORM2 : CUDNN_REDUCE_TENSOR_ADD);
+    view const out =
+        channel_view(d, scratch_c0_.get(static_cast<std::size_t>(d.dims[1]) * sizeof(T)));
+    tensor_desc_h ad, cd;
+    set<T>(ad, d);
+    set<T>(cd, out);
+    std::size_t bytes = 0;
+    HALOX_CUDNN(cudnnGetReductionWorkspaceSize(h_, r.d, ad.d, cd.d, &bytes));
+    void* w = scratch_red_.get(bytes);
+    T const one = 1, zero = 0;
+    HALOX_CUDNN(
+        cudnnReduceTensor(h_, r.d, nullptr, 0, w, bytes, &one, ad.d, d.ptr, &zero, cd.d, out.ptr));
+    std::vector<T> const h = download(static_cast<T const*>(out.ptr), d.dims[1]);
+    return std::vector<double>(h.begin(), h.end());
+  }
+  // c = a (op) per-channel operand k ([1, C] from upload) or a full tensor of a's dims.
+  void op_tensor(cudnnOpTensorOp_t opk, view const& a, view const& k, view const& c) {
+    view const kv = k.dims.size() == 2 ? channel_view(a, k.ptr) : k;
+    op_tensor_desc o(opk);
+    tensor_desc_h ad, kd, cd;
+    set<T>(ad, a);
+    set<T>(kd, kv);
+    set<T>(cd, c);
+    T const one = 1, zero = 0;
+    HALOX_CUDNN(cudnnOpTensor(h_, o.d, &one, ad.d, a.ptr, &one, kd.d, kv.ptr, &zero, cd.d, c.ptr));
+  }
+  // d += per-channel operand k.
+  void add_channels(view const& d, view const& k) {
+    view const kv = channel_view(d, k.ptr);
+    tensor_desc_h kd, dd;
+    set<T>(kd, kv);
+    set<T>(dd, d);
+    T const one = 1;
+    HALOX_CUDNN(cudnnAddTensor(h_, &one, kd.d, kv.ptr, &one, dd.d, d.ptr));
+  }
+  // d += e (same dims).
+  void add_full(view const& d, view const& e) {
+    tensor_desc_h ed, dd;
+    set<T>(ed, e);
+    set<T>(dd, d);
+    T const one = 1;
+    HALOX_CUDNN(cudnnAddTensor(h_, &one, ed.d, e.ptr, &one, dd.d, d.ptr));
   }
 
   static void require_device(char const* op, std::initializer_list<void const*> ptrs) {
@@ -738,6 +959,8 @@ private:
 
   cudnnHandle_t h_ = nullptr;
   device_buffer ws_, scratch_x_, scratch_dy_, scratch_dx_, scratch_y_, scratch_dw_;
+  // Batch norm: per-channel operands and results, and the reduction workspace.
+  device_buffer scratch_c0_, scratch_c1_, scratch_c2_, scratch_c3_, scratch_red_;
   std::map<std::string, measured_choice> chosen_;
 };
 
