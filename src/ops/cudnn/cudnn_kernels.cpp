@@ -9,6 +9,7 @@
 // Find*AlgorithmEx; the deprecation warnings are silenced for this file only.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
+#include "ops/bn_affine.hpp"
 #include "ops/choice_cache.hpp"
 #include "ops/conv_common.hpp"
 #include "ops/geometry.hpp"
@@ -509,13 +510,9 @@ public:
     if (x.size() == 0) return;
     require_device(op, {x.data, y.data, gamma, beta});
     index_t const c = x.shape[1];
-    std::vector<T> const g = download(gamma, c), b = download(beta, c);
-    std::vector<T> scale(static_cast<std::size_t>(c)), shift(scale);
-    for (index_t i = 0; i < c; ++i) {
-      double const k = m.invstd[i] * (g.empty() ? 1.0 : static_cast<double>(g[i]));
-      scale[i] = static_cast<T>(k);
-      shift[i] = static_cast<T>((b.empty() ? 0.0 : static_cast<double>(b[i])) - m.mean[i] * k);
-    }
+    bn_forward_affine const f =
+        bn_forward_coefficients(m, as_double(download(gamma, c)), as_double(download(beta, c)));
+    std::vector<T> const scale = as_t(f.scale), shift = as_t(f.shift);
     // Through a dense copy, so that y may be x itself.
     view const xv = flat_view(x);
     view const d = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
@@ -545,23 +542,9 @@ public:
                       " channels with a positive count (merge every rank's bn_backward_partial)");
     if (x.size() == 0) return;
     require_device(op, {x.data, dy.data, dx.data, gamma});
-    std::vector<T> const g = download(gamma, c);
-    // dx = k (dy - mean(dy) - xhat mean(dy xhat)) = a dy + b x + e per channel, with
-    // a = k, b = -k invstd mean(dy xhat), e = -k mean(dy) - b mean.
-    std::vector<T> a(static_cast<std::size_t>(c)), b(a), e(a);
-    for (index_t i = 0; i < c; ++i) {
-      double const k = m.invstd[i] * (g.empty() ? 1.0 : static_cast<double>(g[i]));
-      double mdy = 0, mdyx = 0;
-      if (training) {
-        double const n = static_cast<double>(total.count);
-        mdy = total.sum_dy[i] / n;
-        mdyx = total.sum_dy_xhat[i] / n;
-      }
-      double const bi = -k * m.invstd[i] * mdyx;
-      a[i] = static_cast<T>(k);
-      b[i] = static_cast<T>(bi);
-      e[i] = static_cast<T>(-k * mdy - bi * m.mean[i]);
-    }
+    bn_backward_affine const k =
+        bn_backward_coefficients(m, as_double(download(gamma, c)), total, training);
+    std::vector<T> const a = as_t(k.a), b = as_t(k.b), e = as_t(k.e);
     view const xv = flat_view(x), dyv = flat_view(dy);
     view const d1 = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
     view const d2 = dense_view(xv.dims, scratch_dy_.get(count(xv) * sizeof(T)));
@@ -649,6 +632,14 @@ private:
     view r;
     r.ptr = p;
     r.dims = {1, static_cast<int>(v.size())};
+    return r;
+  }
+  static std::vector<double> as_double(std::vector<T> const& v) {
+    return std::vector<double>(v.begin(), v.end());
+  }
+  static std::vector<T> as_t(std::vector<double> const& v) {
+    std::vector<T> r(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) r[i] = static_cast<T>(v[i]);
     return r;
   }
   static std::vector<T> download(T const* p, index_t c) {
