@@ -85,7 +85,13 @@ memory_space check_provider(std::string const& what, dist_options const& o, dtyp
   HALOX_REQUIRE(o.threads >= 0, bad,
                 what + ": dist_options::threads = " + std::to_string(o.threads) +
                     " is negative; pass 0 (OpenMP default) or a positive count");
-  compute_provider const p = resolve_provider(o.provider, t);
+  compute_provider p = compute_provider::reference;
+  try {
+    p = resolve_provider(o.provider, t);
+  } catch (error const& e) { // say which layer asked
+    ::halox::detail::throw_error(e.code(), what + ": " + e.message(), "check_provider", __FILE__,
+                                 __LINE__);
+  }
   memory_space const m = provider_memory(p);
   if (m == memory_space::host) return m;
   std::string why;
