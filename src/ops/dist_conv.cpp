@@ -100,7 +100,7 @@ template <class T> void dist_conv<T>::forward(tensor_view const& x, const_tensor
   const_block_ref<T> const xb = haloed_block<T const>(x);
   block_ref<T> const yb = haloed_block<T>(y);
   detail::run_overlapped(
-      L.opt, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
+      L.opt, L.fwd_polls, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
       L.fwd_interior, L.fwd_boundary, L.out_own,
       [&](box const& b, bool) {
         impl_->k.conv_forward_box(xb, L.in_ext, w, bias, yb, b, impl_->p);
@@ -160,6 +160,9 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     I.k.conv_backward_data_box(gathered ? dy_ws : dy_own, L.in_ext, w, dxb, b, I.p);
   };
 
+  // The interior pieces also progress the weight-gradient all-reduce posted before them.
+  int const polls =
+      L.bwd_polls > 1 || ((want_dw || want_db) && I.reduce.size() > 1) ? L.opt.progress_polls : 1;
   double c = MPI_Wtime();
   if (want_dx) L.gather->start(dy, ws);
   double n = MPI_Wtime();
@@ -168,7 +171,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     weight_grads();
     c = MPI_Wtime();
     if (want_dx && !L.bwd_interior.empty())
-      detail::run_in_pieces(L.bwd_interior, L.opt.progress_polls, I.reduce.get(), dx_box);
+      detail::run_in_pieces(L.bwd_interior, polls, I.reduce.get(), dx_box);
     n = MPI_Wtime();
     t.compute += n - c;
   }

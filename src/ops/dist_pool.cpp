@@ -73,7 +73,7 @@ template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view 
   const_block_ref<T> const xb = haloed_block<T const>(x);
   block_ref<T> const yb = haloed_block<T>(y);
   detail::run_overlapped(
-      L.opt, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
+      L.opt, L.fwd_polls, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
       L.fwd_interior, L.fwd_boundary, L.out_own,
       [&](box const& b, bool) { impl_->k.pool_forward_box(xb, L.in_ext, yb, b, impl_->p); }, t);
   t.total = MPI_Wtime() - t0;
@@ -96,8 +96,8 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   T* const ws = I.ws.reserve(static_cast<std::size_t>(L.gather->elements()));
   const_block_ref<T> const dy_ws = detail::workspace_block<T>(ws, *L.gather);
   detail::run_overlapped(
-      L.opt, L.in->grid().comm(), [&] { L.gather->start(dy, ws); }, [&] { L.gather->wait(); },
-      L.bwd_interior, L.bwd_boundary, L.in_own,
+      L.opt, L.bwd_polls, L.in->grid().comm(), [&] { L.gather->start(dy, ws); },
+      [&] { L.gather->wait(); }, L.bwd_interior, L.bwd_boundary, L.in_own,
       [&](box const& b, bool gathered) {
         I.k.pool_backward_box(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);
       },

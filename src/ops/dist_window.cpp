@@ -213,6 +213,8 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   go.tune = opt.tune;
   if (opt.overlap) go.own_copy_boxes = std::move(self);
   gather = std::make_unique<box_gather_plan>(*out, need_r, go);
+  fwd_polls = halo->num_peers() > 0 ? opt.progress_polls : 1;
+  bwd_polls = gather->bytes_sent() + gather->bytes_received() > 0 ? opt.progress_polls : 1;
 }
 
 std::string window_layer::describe() const {

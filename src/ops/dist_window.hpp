@@ -47,6 +47,10 @@ struct window_layer {
   std::vector<box> fwd_boundary; ///< the rest of out_own
   box bwd_interior;              ///< inputs whose gradient needs only owned dy
   std::vector<box> bwd_boundary; ///< the rest of in_own
+  /// Pieces of the overlapped interior: `opt.progress_polls` while this rank's exchange has
+  /// messages to progress, else 1 (no peers, e.g. a sample-parallel split: one kernel call on
+  /// the whole interior is faster than several on its slabs).
+  int fwd_polls = 1, bwd_polls = 1;
 
   /// Multi-line account of halos, output distribution, boxes and exchanges.
   [[nodiscard]] std::string describe() const;
@@ -103,11 +107,11 @@ void run_in_pieces(box const& b, int polls, MPI_Comm comm, Kernel&& kernel) {
   }
 }
 
-/// Runs `kernel(box, after_exchange)` on `interior` between `start()` and `wait()` (in pieces,
-/// see `run_in_pieces`), then on the `boundary` boxes; without overlap, after `wait()` on
-/// `whole`. Accumulates into `t`.
+/// Runs `kernel(box, after_exchange)` on `interior` between `start()` and `wait()` (in `polls`
+/// pieces, see `run_in_pieces`), then on the `boundary` boxes; without overlap, after `wait()`
+/// on `whole`. Accumulates into `t`.
 template <class Start, class Wait, class Kernel>
-void run_overlapped(dist_options const& o, MPI_Comm comm, Start&& start, Wait&& wait,
+void run_overlapped(dist_options const& o, int polls, MPI_Comm comm, Start&& start, Wait&& wait,
                     box const& interior, std::vector<box> const& boundary, box const& whole,
                     Kernel&& kernel, dist_timings& t) {
   double c = MPI_Wtime();
@@ -115,7 +119,7 @@ void run_overlapped(dist_options const& o, MPI_Comm comm, Start&& start, Wait&& 
   double n = MPI_Wtime();
   t.start += n - c;
   if (o.overlap && !interior.empty()) {
-    run_in_pieces(interior, o.progress_polls, comm, kernel);
+    run_in_pieces(interior, polls, comm, kernel);
     c = MPI_Wtime();
     t.compute += c - n;
     n = c;
