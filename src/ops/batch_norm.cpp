@@ -1,3 +1,4 @@
+#include "ops/bn_affine.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/geometry.hpp"
 
@@ -60,6 +61,8 @@ void require_same(char const* op, char const* a, std::vector<index_t> const& sa,
                     fmt(sb) + "; they must match");
 }
 
+} // namespace
+
 void require_moments(char const* op, bn_moments const& m, index_t c) {
   HALOX_REQUIRE(
       static_cast<index_t>(m.mean.size()) == c && static_cast<index_t>(m.invstd.size()) == c, bad,
@@ -68,7 +71,15 @@ void require_moments(char const* op, bn_moments const& m, index_t c) {
           std::to_string(c) + " channels; pass the moments computed for this layer");
 }
 
-} // namespace
+void require_grad_sums(char const* op, bn_grad_sums const& total, index_t c) {
+  HALOX_REQUIRE(static_cast<index_t>(total.sum_dy.size()) == c && total.count > 0 &&
+                    static_cast<index_t>(total.sum_dy_xhat.size()) == c,
+                errc::invalid_argument,
+                std::string(op) + ": the gradient sums hold " +
+                    std::to_string(total.sum_dy.size()) + " channels and count " +
+                    std::to_string(total.count) + "; expected " + std::to_string(c) +
+                    " channels with a positive count (merge every rank's bn_backward_partial)");
+}
 } // namespace detail
 
 template <class T> bn_stats bn_partial_stats(const_tensor_ref<T> x) {
@@ -229,14 +240,7 @@ void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments
   detail::require_same(op, "dy", dy.shape, "x", x.shape);
   detail::require_same(op, "dx", dx.shape, "x", x.shape);
   detail::require_moments(op, m, gx.c);
-  if (training)
-    HALOX_REQUIRE(static_cast<index_t>(total.sum_dy.size()) == gx.c && total.count > 0 &&
-                      static_cast<index_t>(total.sum_dy_xhat.size()) == gx.c,
-                  errc::invalid_argument,
-                  std::string(op) + ": the gradient sums hold " +
-                      std::to_string(total.sum_dy.size()) + " channels and count " +
-                      std::to_string(total.count) + "; expected " + std::to_string(gx.c) +
-                      " channels with a positive count (merge every rank's bn_backward_partial)");
+  if (training) detail::require_grad_sums(op, total, gx.c);
 #pragma omp parallel for schedule(static) if (gx.n * gx.inner * gx.c >= detail::parallel_min_work)
   for (index_t c = 0; c < gx.c; ++c) {
     double const k = m.invstd[c] * (gamma ? static_cast<double>(gamma[c]) : 1.0);

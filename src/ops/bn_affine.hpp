@@ -7,6 +7,7 @@
 //
 // The coefficients are computed here in double from the moments and the merged gradient sums, so
 // that their algebra is unit-tested on the host against the reference loops (batch_norm.cpp).
+// Both implementations validate their arguments with the same checks, declared here.
 
 #include <halox/ops/batch_norm.hpp>
 
@@ -14,6 +15,11 @@
 #include <vector>
 
 namespace halox::ops::detail {
+
+/// Throws unless `m` holds `c` means and inverse deviations (`op` names the caller).
+void require_moments(char const* op, bn_moments const& m, index_t c);
+/// Throws unless `total` holds sums for `c` channels and a positive count.
+void require_grad_sums(char const* op, bn_grad_sums const& total, index_t c);
 
 /// Coefficients of y = scale * x + shift per channel. `gamma`/`beta` empty mean 1 and 0.
 struct bn_forward_affine {

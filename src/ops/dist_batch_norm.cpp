@@ -16,16 +16,16 @@ template <class T> struct dist_batch_norm<T>::impl {
   bn_params p;
   index_t channels = 0;
   communicator comm;     // spans N and space: the processes sharing a channel block
-  detail::space_ops mem; // where x, y, gamma, beta and the running statistics live
   local_kernels<T> k;    // the provider of the normalisation passes
+  detail::space_ops mem; // where x, y, gamma, beta and the running statistics live
   bn_moments m;          // of the last forward
   std::vector<double> buf;
   dist_timings t;
 
   impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp, dist_options const& o)
       : desc(x), mode(md), p(pp), channels(x.ndim() >= 2 ? x.shape()[1] : 0),
-        comm(sub_comm(x, md, pp, o)), mem(provider_memory(resolve_provider(o.provider, x.type()))),
-        k(o.provider, o.threads) {}
+        comm(sub_comm(x, md, pp, o)), k(o.provider, o.threads), mem(provider_memory(k.provider())) {
+  }
 
   // Per-channel arrays of the caller (gamma, running statistics, their gradients) live where
   // the provider computes; the statistics are merged on the host. These move them across.

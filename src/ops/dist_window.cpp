@@ -98,8 +98,7 @@ memory_space check_provider(std::string const& what, dist_options const& o, dtyp
   HALOX_REQUIRE(device_usable(why), bad,
                 what + ": provider " + to_string(p) + " computes on device memory, but " + why +
                     "; run on a GPU node or choose provider automatic, reference or onednn");
-  bool const device_method = o.method == backend::automatic;
-  bool found = device_method;
+  bool found = o.method == backend::automatic;
   for (backend b : device_backends()) found = found || b == o.method;
   HALOX_REQUIRE(
       found, bad,

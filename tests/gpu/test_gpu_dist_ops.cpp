@@ -79,6 +79,26 @@ template <class T> std::vector<T> random_vec(std::size_t n, std::uint64_t seed) 
   return v;
 }
 
+// Calls f(offset in the local buffer) for every owned cell of `d` on this rank.
+template <class F> void for_each_owned(tensor_desc const& d, F&& f) {
+  halox::box const own = d.owned_box();
+  if (own.empty()) return;
+  auto const off = d.owned_offset();
+  int const nd = d.ndim();
+  std::vector<index_t> i(own.lo, own.lo + nd);
+  while (true) {
+    index_t l = 0;
+    for (int k = 0; k < nd; ++k) l += (i[k] - own.lo[k] + off[k]) * d.strides()[k];
+    f(static_cast<std::size_t>(l));
+    int k = nd - 1;
+    for (; k >= 0; --k) {
+      if (++i[k] < own.hi[k]) break;
+      i[k] = own.lo[k];
+    }
+    if (k < 0) return;
+  }
+}
+
 // A local buffer of d with random owned cells (the same on every call with the same seed) and
 // NaN halos, so a halo the exchange misses or a padding cell a kernel reads shows.
 template <class T> std::vector<T> local_buffer(tensor_desc const& d, std::uint64_t seed) {
@@ -86,51 +106,21 @@ template <class T> std::vector<T> local_buffer(tensor_desc const& d, std::uint64
                    std::numeric_limits<T>::quiet_NaN());
   std::vector<T> const r =
       random_vec<T>(v.size(), seed + 7919u * static_cast<unsigned>(d.grid().rank()));
-  halox::box const own = d.owned_box();
-  if (own.empty()) return v;
-  auto const off = d.owned_offset();
-  int const nd = d.ndim();
-  std::vector<index_t> i(own.lo, own.lo + nd);
-  while (true) {
-    index_t l = 0;
-    for (int k = 0; k < nd; ++k) l += (i[k] - own.lo[k] + off[k]) * d.strides()[k];
-    v[static_cast<std::size_t>(l)] = r[static_cast<std::size_t>(l)];
-    int k = nd - 1;
-    for (; k >= 0; --k) {
-      if (++i[k] < own.hi[k]) break;
-      i[k] = own.lo[k];
-    }
-    if (k < 0) return v;
-  }
+  for_each_owned(d, [&](std::size_t l) { v[l] = r[l]; });
+  return v;
 }
 
 // Owned cells of two buffers of d: |got - want| <= tol * max(1, max|want|).
 template <class T> void expect_owned_close(tensor_desc const& d, std::vector<T> const& got,
                                            std::vector<T> const& want, double tol,
                                            std::string const& what) {
-  halox::box const own = d.owned_box();
-  if (own.empty()) return;
-  auto const off = d.owned_offset();
-  int const nd = d.ndim();
-  std::vector<index_t> i(own.lo, own.lo + nd);
   double scale = 1, err = 0;
-  std::vector<std::size_t> cells;
-  while (true) {
-    index_t l = 0;
-    for (int k = 0; k < nd; ++k) l += (i[k] - own.lo[k] + off[k]) * d.strides()[k];
-    cells.push_back(static_cast<std::size_t>(l));
-    int k = nd - 1;
-    for (; k >= 0; --k) {
-      if (++i[k] < own.hi[k]) break;
-      i[k] = own.lo[k];
-    }
-    if (k < 0) break;
-  }
-  for (std::size_t c : cells) scale = std::max(scale, std::abs(static_cast<double>(want[c])));
-  for (std::size_t c : cells) {
+  for_each_owned(
+      d, [&](std::size_t c) { scale = std::max(scale, std::abs(static_cast<double>(want[c]))); });
+  for_each_owned(d, [&](std::size_t c) {
     double const e = std::abs(static_cast<double>(got[c]) - static_cast<double>(want[c]));
     err = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(err, e);
-  }
+  });
   EXPECT_LE(err, tol * scale) << what << " (rank " << d.grid().rank() << ")";
 }
 

@@ -475,7 +475,7 @@ public:
                                    bn_moments const& m) override {
     char const* op = "bn_backward_partial (cudnn)";
     bn_check(op, x, {&dy});
-    bn_check_moments(op, m, x.shape[1]);
+    require_moments(op, m, x.shape[1]);
     bn_grad_sums s;
     index_t const c = x.shape[1];
     s.count = c > 0 ? x.size() / c : 0;
@@ -506,7 +506,7 @@ public:
     bn_check(op, y, {});
     HALOX_REQUIRE(x.shape == y.shape, bad,
                   std::string(op) + ": y " + fmt(y.shape) + " must have x's shape " + fmt(x.shape));
-    bn_check_moments(op, m, x.shape[1]);
+    require_moments(op, m, x.shape[1]);
     if (x.size() == 0) return;
     require_device(op, {x.data, y.data, gamma, beta});
     index_t const c = x.shape[1];
@@ -516,7 +516,7 @@ public:
     // Through a dense copy, so that y may be x itself.
     view const xv = flat_view(x);
     view const d = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
-    op_tensor(CUDNN_OP_TENSOR_MUL, xv, upload(scale, scratch_c1_), d);
+    op_tensor(CUDNN_OP_TENSOR_MUL, xv, channel_view(xv, upload(scale, scratch_c1_)), d);
     add_channels(d, upload(shift, scratch_c2_));
     copy(d, flat_view(y));
   }
@@ -531,15 +531,8 @@ public:
                   std::string(op) + ": dx " + fmt(dx.shape) + " must have x's shape " +
                       fmt(x.shape));
     index_t const c = x.shape[1];
-    bn_check_moments(op, m, c);
-    HALOX_REQUIRE(!training ||
-                      (static_cast<index_t>(total.sum_dy.size()) == c &&
-                       static_cast<index_t>(total.sum_dy_xhat.size()) == c && total.count > 0),
-                  bad,
-                  std::string(op) + ": the gradient sums hold " +
-                      std::to_string(total.sum_dy.size()) + " channels and count " +
-                      std::to_string(total.count) + "; expected " + std::to_string(c) +
-                      " channels with a positive count (merge every rank's bn_backward_partial)");
+    require_moments(op, m, c);
+    if (training) require_grad_sums(op, total, c);
     if (x.size() == 0) return;
     require_device(op, {x.data, dy.data, dx.data, gamma});
     bn_backward_affine const k =
@@ -548,9 +541,9 @@ public:
     view const xv = flat_view(x), dyv = flat_view(dy);
     view const d1 = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
     view const d2 = dense_view(xv.dims, scratch_dy_.get(count(xv) * sizeof(T)));
-    op_tensor(CUDNN_OP_TENSOR_MUL, dyv, upload(a, scratch_c1_), d1);
+    op_tensor(CUDNN_OP_TENSOR_MUL, dyv, channel_view(dyv, upload(a, scratch_c1_)), d1);
     if (training) {
-      op_tensor(CUDNN_OP_TENSOR_MUL, xv, upload(b, scratch_c2_), d2);
+      op_tensor(CUDNN_OP_TENSOR_MUL, xv, channel_view(xv, upload(b, scratch_c2_)), d2);
       add_full(d1, d2);
       add_channels(d1, upload(e, scratch_c3_));
     }
@@ -610,13 +603,6 @@ private:
                     std::string(op) + ": dy " + fmt(o->shape) + " must have x's shape " +
                         fmt(x.shape));
   }
-  static void bn_check_moments(char const* op, bn_moments const& m, index_t c) {
-    HALOX_REQUIRE(
-        static_cast<index_t>(m.mean.size()) == c && static_cast<index_t>(m.invstd.size()) == c, bad,
-        std::string(op) + ": the moments hold " + std::to_string(m.mean.size()) + " means and " +
-            std::to_string(m.invstd.size()) + " inverse deviations but the tensor has " +
-            std::to_string(c) + " channels; pass the moments computed for this layer");
-  }
 
   // A [1, C, 1, ...] operand of x's cuDNN rank at p.
   static view channel_view(view const& like, void* p) {
@@ -624,15 +610,11 @@ private:
     d[1] = like.dims[1];
     return dense_view(d, p);
   }
-  // Copies the per-channel host values into `buf`; returns them as a [1, C, 1, ...] operand
-  // shaped for the tensors of the pass (which have `channels` channels).
-  view upload(std::vector<T> const& v, device_buffer& buf) {
+  // Copies the per-channel host values into `buf`; returns the device copy.
+  void* upload(std::vector<T> const& v, device_buffer& buf) {
     void* p = buf.get(v.size() * sizeof(T));
     HALOX_CUDNN(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    view r;
-    r.ptr = p;
-    r.dims = {1, static_cast<int>(v.size())};
-    return r;
+    return p;
   }
   static std::vector<double> as_double(std::vector<T> const& v) {
     return std::vector<double>(v.begin(), v.end());
@@ -665,9 +647,8 @@ private:
     std::vector<T> const h = download(static_cast<T const*>(out.ptr), d.dims[1]);
     return std::vector<double>(h.begin(), h.end());
   }
-  // c = a (op) per-channel operand k ([1, C] from upload) or a full tensor of a's dims.
-  void op_tensor(cudnnOpTensorOp_t opk, view const& a, view const& k, view const& c) {
-    view const kv = k.dims.size() == 2 ? channel_view(a, k.ptr) : k;
+  // c = a (op) k, k of a's dims or a [1, C, 1, ...] operand (channel_view).
+  void op_tensor(cudnnOpTensorOp_t opk, view const& a, view const& kv, view const& c) {
     op_tensor_desc o(opk);
     tensor_desc_h ad, kd, cd;
     set<T>(ad, a);
@@ -676,9 +657,9 @@ private:
     T const one = 1, zero = 0;
     HALOX_CUDNN(cudnnOpTensor(h_, o.d, &one, ad.d, a.ptr, &one, kd.d, kv.ptr, &zero, cd.d, c.ptr));
   }
-  // d += per-channel operand k.
-  void add_channels(view const& d, view const& k) {
-    view const kv = channel_view(d, k.ptr);
+  // d += the per-channel values at k (device, one per channel of d).
+  void add_channels(view const& d, void* k) {
+    view const kv = channel_view(d, k);
     tensor_desc_h kd, dd;
     set<T>(kd, kv);
     set<T>(dd, d);
