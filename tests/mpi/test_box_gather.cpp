@@ -173,6 +173,14 @@ TEST(BoxGatherPlan, RejectsBadOrInconsistentArgumentsOnEveryRank) {
     expect_error_everywhere([&] { box_gather_plan p(t, need); }, errc::inconsistent_ranks,
                             "box_gather_plan");
   }
+  // A backend for the other memory space, on every rank.
+  box_gather_options dev = with(backend::mpi_pack);
+  dev.memory = memory_space::device;
+  expect_error_everywhere(
+      [&] {
+        box_gather_plan p(t, {std::vector<index_range>(n, index_range{0, 2})}, dev);
+      },
+      errc::unsupported, "not available for device memory");
   box_gather_plan plan(t, {std::vector<index_range>(n, index_range{0, 2})},
                        with(backend::mpi_pack));
   auto src = source(t);

@@ -288,6 +288,14 @@ TEST(OpsProviders, AutomaticResolvesByTypeAndOnednnRefusesDouble) {
   EXPECT_EQ(ops::provider_from_string("onednn"), compute_provider::onednn);
 }
 
+// Where each provider computes: only cudnn on device memory.
+TEST(OpsProviders, ProviderMemory) {
+  EXPECT_EQ(ops::provider_memory(compute_provider::cudnn), halox::memory_space::device);
+  for (auto p :
+       {compute_provider::automatic, compute_provider::reference, compute_provider::onednn})
+    EXPECT_EQ(ops::provider_memory(p), halox::memory_space::host) << ops::to_string(p);
+}
+
 TEST(OpsProviders, ExplicitThreadCountsGiveTheSameResults) {
   expect_error([] { ops::local_kernels<float> k(compute_provider::reference, -1); },
                {"threads = -1", "positive"});
