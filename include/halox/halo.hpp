@@ -35,6 +35,13 @@ struct tune_options {
   /// executions alternate between both and the plan keeps the faster (one small all-reduce at
   /// the decision; $HALOX_TUNE_RECHECK overrides; see docs/autotune.md). Host memory only.
   bool recheck = true;
+  /// After the choice (and any re-check), keep timing forward executions and re-check against
+  /// the runner-up when the choice becomes clearly slower than the runner-up was measured (a
+  /// transport changing protocol, memory or network contention). One small all-reduce at each
+  /// check, at exponentially growing intervals (16, 32, ... 1024 executions); only for
+  /// exchanges of 20 us or more, host memory, and with `recheck` on ($HALOX_TUNE_WATCH
+  /// overrides; see docs/autotune.md).
+  bool watch = true;
 };
 
 /// Options of a halo-exchange plan. Every rank must pass the same options.

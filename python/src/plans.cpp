@@ -36,9 +36,11 @@ halox::tune_options to_tune(py::handle h) {
       t.max_rounds = item.second.cast<int>();
     else if (key == "recheck")
       t.recheck = item.second.cast<bool>();
+    else if (key == "watch")
+      t.watch = item.second.cast<bool>();
     else
       fail("unknown tune option '" + key +
-           "'; use warmup, trials, budget_seconds, cache_file, max_rounds or recheck");
+           "'; use warmup, trials, budget_seconds, cache_file, max_rounds, recheck or watch");
   }
   return t;
 }

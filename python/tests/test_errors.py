@@ -103,6 +103,8 @@ def test_bad_arguments_name_the_value():
     msg = raises_everywhere(lambda: halox.HaloPlan(d, backend="mpi_pack").execute_reverse(
         d.zeros(), "median"))
     agree("median" in msg and "'sum'" in msg, msg)
+    msg = raises_everywhere(lambda: halox.HaloPlan(d, tune={"watch_often": True}))
+    agree("watch_often" in msg and "watch" in msg, msg)
     msg = raises_everywhere(lambda: halox.TensorDesc(d.grid, [4, 3], "complex64"))
     agree("complex64" in msg, msg)
 

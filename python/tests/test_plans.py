@@ -213,3 +213,13 @@ def test_backends_build_info_and_context():
     p = halox.HaloPlan(d, context=ctx, backend="mpi_pack")
     agree(p.context == ctx and ctx.plans_built >= 1 and ctx.size == COMM.Get_size(), "context")
     agree("plan(s) built" in ctx.describe(), ctx.describe())
+
+
+def test_tune_options_reach_automatic_selection():
+    d = make_desc([4 * COMM.Get_size(), 2], [COMM.Get_size(), 1], [halox.DimOptions.halo(1), None])
+    p = halox.HaloPlan(d, tune={"trials": 3, "recheck": False, "watch": False})
+    text = p.describe()
+    if COMM.Get_size() > 1:
+        agree("re-check: off" in text and "watching" not in text, text)
+    t = d.zeros()
+    p.execute(t)

@@ -81,9 +81,10 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
       },
       [] { return std::uint64_t{0}; });
   rc_.reason = std::move(sel.recheck_reason);
+  rc_.watch_reason = std::move(sel.watch_reason);
   if (sel.runner_up != backend::automatic) {
-    // The runner-up's executors for the re-check. Failing to build them only cancels the
-    // re-check, on every rank alike.
+    // The runner-up's executors for the re-check (first, or when the watch asks). Failing to
+    // build them only cancels both, on every rank alike.
     std::unique_ptr<executor> af = std::move(sel.runner_exec), ar;
     int bad = 0;
     try {
@@ -96,12 +97,16 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
     if (bad) {
       rc_.reason = std::string("cancelled, the runner-up ") + to_string(sel.runner_up) +
                    " could not be built on every rank";
+      rc_.watch_reason.clear();
     } else {
       alt_fwd_ = std::move(af);
       alt_rev_ = std::move(ar);
-      rc_.state = recheck_state::phase::pending;
       rc_.other = sel.runner_up;
       rc_.force = sel.force_switch;
+      rc_.watch = sel.watch;
+      rc_.runner_ref = sel.runner_median;
+      rc_.state =
+          sel.recheck_first ? recheck_state::phase::pending : recheck_state::phase::watching;
     }
   }
   if (!external_) {
@@ -165,10 +170,10 @@ void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* st
   executor* e = reverse ? rev_.get() : fwd_.get();
   // Every rank executes the same sequence (execution is collective), so counting forward
   // exchanges picks the same executor everywhere.
-  bool const timed = !reverse && rc_.state == recheck_state::phase::pending;
+  bool const timed = !reverse && rc_.state != recheck_state::phase::none;
   double t = 0.0;
   if (timed) {
-    if (rc_.done % 2 == 1) e = alt_fwd_.get();
+    if (rc_.state == recheck_state::phase::pending && rc_.done % 2 == 1) e = alt_fwd_.get();
     t = recheck_clock();
   }
   e->start(bufs, reverse ? op : combine_op::replace, stream, reverse);
@@ -212,10 +217,25 @@ void plan_engine::wait(void* stream) {
   rc_.timing = false;
   double const t = recheck_clock();
   e->wait(stream);
+  double const took = rc_.spent + (recheck_clock() - t);
   auto const& hooks = test_hooks();
-  rc_.times[static_cast<std::size_t>(rc_.done)] =
-      rc_.spent + (recheck_clock() - t) + (hooks.skew ? hooks.skew(e->kind(), rc_.done) : 0.0);
-  if (++rc_.done == recheck_executions) recheck_decide();
+  if (rc_.state == recheck_state::phase::pending) {
+    rc_.times[static_cast<std::size_t>(rc_.done)] =
+        took + exec_skew(e->kind(), hooks.skew ? hooks.skew(e->kind(), rc_.done) : 0.0);
+    ++rc_.executions;
+    if (++rc_.done == recheck_executions) recheck_decide();
+    return;
+  }
+  rc_.recent[static_cast<std::size_t>(rc_.executions % watch_window)] =
+      took + exec_skew(e->kind(), 0.0);
+  ++rc_.executions;
+  rc_.filled = std::min(rc_.filled + 1, watch_window);
+  if (++rc_.since >= rc_.period && rc_.filled == watch_window) watch_decide();
+}
+
+double plan_engine::exec_skew(backend b, double fallback_skew) const {
+  auto const& hooks = test_hooks();
+  return hooks.exec_skew ? hooks.exec_skew(b, rc_.executions) : fallback_skew;
 }
 
 void plan_engine::recheck_decide() {
@@ -229,37 +249,90 @@ void plan_engine::recheck_decide() {
     runner[i] = rc_.times[static_cast<std::size_t>(3 + 2 * i)];
   }
   bool const faster = recheck_switch(chosen, half, runner, half, recheck_margin, rc_.medians);
-  if (faster || rc_.force) {
+  bool const switched = faster || rc_.force;
+  if (switched) {
     std::swap(fwd_, alt_fwd_);
     std::swap(rev_, alt_rev_);
     std::swap(selected_, rc_.other);
-    rc_.state = recheck_state::phase::switched;
-  } else {
-    rc_.state = recheck_state::phase::confirmed;
   }
+  rc_.last = switched ? recheck_state::outcome::switched : recheck_state::outcome::confirmed;
+  rc_.force = false; // a forced switch is the first re-check's only
+  if (!rc_.watch) {
+    rc_.state = recheck_state::phase::none;
+    return;
+  }
+  // Watch on, against the backend not chosen now, with its time measured just now.
+  rc_.state = recheck_state::phase::watching;
+  rc_.runner_ref = switched ? rc_.medians[0] : rc_.medians[1];
+  rc_.filled = 0;
+  rc_.since = 0;
+  rc_.period = watch_window;
+}
+
+void plan_engine::watch_decide() {
+  // This rank's median of the latest forward executions; the slowest rank's counts (every rank
+  // then takes the same path).
+  std::array<double, watch_window> v = rc_.recent;
+  auto const mid = v.begin() + watch_window / 2;
+  std::nth_element(v.begin(), mid, v.end());
+  double med = *mid;
+  allreduce_bounded(MPI_IN_PLACE, &med, 1, MPI_DOUBLE, MPI_MAX, cfg_.comm, cfg_.timeout,
+                    "the watch of an automatic backend choice");
+  ++rc_.checks;
+  rc_.since = 0;
+  if (med > rc_.runner_ref * (1.0 + watch_margin)) {
+    // The choice now takes clearly longer than the runner-up did: race them again on the
+    // caller's buffers, as in the first re-check.
+    ++rc_.drifts;
+    rc_.drift_median = med;
+    rc_.drift_ref = rc_.runner_ref;
+    rc_.by_watch = true;
+    rc_.state = recheck_state::phase::pending;
+    rc_.done = 0;
+    return;
+  }
+  rc_.period = std::min(2 * rc_.period, watch_max_period);
 }
 
 std::string plan_engine::recheck_summary() const {
   using phase = recheck_state::phase;
+  using outcome = recheck_state::outcome;
   constexpr int half = (recheck_executions - 2) / 2;
-  switch (rc_.state) {
-  case phase::none: return rc_.reason.empty() ? "" : "; re-check: " + rc_.reason;
-  case phase::pending:
-    return "; re-check against " + std::string(to_string(rc_.other)) + " (" + rc_.reason +
-           "): " + std::to_string(rc_.done) + " of " + std::to_string(recheck_executions) +
-           " forward executions done";
-  case phase::confirmed:
-    return "; re-check confirmed " + std::string(to_string(selected_)) + " over " +
-           to_string(rc_.other) + " (" + rc_.reason + "): median " +
-           format_seconds(rc_.medians[0]) + " vs " + format_seconds(rc_.medians[1]) + " over " +
-           std::to_string(half) + "+" + std::to_string(half) + " executions";
-  case phase::switched:
-    return "; re-check switched from " + std::string(to_string(rc_.other)) + " to " +
-           to_string(selected_) + " (" + rc_.reason + "): median " +
-           format_seconds(rc_.medians[0]) + " vs " + format_seconds(rc_.medians[1]) + " over " +
-           std::to_string(half) + "+" + std::to_string(half) + " executions";
+  std::string const why =
+      rc_.by_watch
+          ? "the watch saw the choice drift: median " + format_seconds(rc_.drift_median) +
+                " over its last " + std::to_string(watch_window) +
+                " forward executions, above the runner-up's " + format_seconds(rc_.drift_ref)
+          : rc_.reason;
+  std::string out;
+  if (rc_.state == phase::pending) {
+    out = "; re-check against " + std::string(to_string(rc_.other)) + " (" + why +
+          "): " + std::to_string(rc_.done) + " of " + std::to_string(recheck_executions) +
+          " forward executions done";
+  } else if (rc_.last == outcome::none) {
+    if (!rc_.reason.empty()) out = "; re-check: " + rc_.reason;
+  } else {
+    out =
+        std::string("; re-check ") +
+        (rc_.last == outcome::switched
+             ? "switched from " + std::string(to_string(rc_.other)) + " to " + to_string(selected_)
+             : "confirmed " + std::string(to_string(selected_)) + " over " + to_string(rc_.other)) +
+        " (" + why + "): median " + format_seconds(rc_.medians[0]) + " vs " +
+        format_seconds(rc_.medians[1]) + " over " + std::to_string(half) + "+" +
+        std::to_string(half) + " executions";
   }
-  return "";
+  if (rc_.state == phase::watching) {
+    out += "; watching against " + std::string(to_string(rc_.other)) + " (re-check when a " +
+           std::to_string(watch_window) + "-execution median exceeds " +
+           format_seconds(rc_.runner_ref * (1.0 + watch_margin)) +
+           "): " + std::to_string(rc_.checks) + " check(s), " + std::to_string(rc_.drifts) +
+           " drift(s), next check after " +
+           std::to_string(std::max(rc_.period - rc_.since, watch_window - rc_.filled)) +
+           " forward execution(s)";
+  } else if (rc_.state == phase::none && !rc_.watch_reason.empty()) {
+    out += "; watch: " + rc_.watch_reason;
+  }
+  return out;
 }
 
 std::string plan_engine::summary() const {

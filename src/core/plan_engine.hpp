@@ -91,24 +91,48 @@ public:
   static constexpr int recheck_executions = 10;
   /// Fraction by which the runner-up's median must beat the chosen backend's to switch.
   static constexpr double recheck_margin = 0.05;
+  /// Forward executions whose median the watch compares (the last ones before each check).
+  static constexpr int watch_window = 16;
+  /// Executions between the watch's first checks; doubled after each quiet check, up to
+  /// watch_max_period, back to watch_window after a re-check.
+  static constexpr int watch_max_period = 1024;
+  /// Fraction by which the choice's median must exceed the runner-up's last known median for
+  /// the watch to start a re-check.
+  static constexpr double watch_margin = 0.25;
 
 private:
   void agree_execute_round(int direction, std::exception_ptr const& local);
   void recheck_decide();
+  void watch_decide();
   [[nodiscard]] std::string recheck_summary() const;
+  [[nodiscard]] double exec_skew(backend b, double fallback_skew) const;
 
-  // The online re-check of an automatic choice (see docs/autotune.md).
+  // The online re-check of an automatic choice and the watch that follows it (see
+  // docs/autotune.md). Only numbers: deciding allocates nothing.
   struct recheck_state {
-    enum class phase { none, pending, confirmed, switched };
+    enum class phase { none, pending, watching };
+    enum class outcome { none, confirmed, switched };
     phase state = phase::none;
     backend other = backend::automatic; ///< the runner-up (after a switch: the old choice)
-    bool force = false;                 ///< switch whatever the times say (tests)
+    bool force = false;                 ///< the next re-check switches whatever the times say
     bool timing = false;                ///< the exchange in flight is timed
-    int done = 0;                       ///< forward exchanges timed so far
+    bool watch = false;                 ///< watch after the re-check (or instead of one)
+    int done = 0;                       ///< forward exchanges of the running re-check so far
+    long long executions = 0;           ///< forward exchanges since the plan was built
     double spent = 0.0;                 ///< seconds spent in start of the exchange in flight
     std::array<double, recheck_executions> times{};
-    double medians[2] = {0.0, 0.0}; ///< chosen, runner-up (at the decision)
-    std::string reason;             ///< why there is (no) re-check
+    outcome last = outcome::none;   ///< how the latest re-check ended
+    bool by_watch = false;          ///< the latest (or running) re-check was started by the watch
+    double medians[2] = {0.0, 0.0}; ///< chosen, runner-up (at the latest re-check's decision)
+    std::string reason;             ///< why there is (no) first re-check
+    std::string watch_reason;       ///< why there is no watch
+    // The watch: the latest forward times (a ring), when to check next, and what it found.
+    std::array<double, watch_window> recent{};
+    int filled = 0, since = 0, period = watch_window;
+    double runner_ref = 0.0;    ///< the runner-up's latest median (tuning, or a re-check)
+    int checks = 0, drifts = 0; ///< checks made; re-checks they started
+    double drift_median = 0.0;  ///< the choice's median at the check that started a re-check
+    double drift_ref = 0.0;     ///< the runner-up's median it was compared with
   };
 
   context ctx_;

@@ -89,6 +89,7 @@ tune_settings local_settings(tune_options const& t, memory_space mem) {
   set.max_rounds = t.max_rounds;
   set.budget = t.budget_seconds;
   set.recheck = t.recheck ? recheck_mode::on : recheck_mode::off;
+  set.watch = t.watch;
   if (char const* env = std::getenv("HALOX_TUNE_MAX_ROUNDS"); env && *env) {
     char* end = nullptr;
     long const v = std::strtol(env, &end, 10);
@@ -114,6 +115,13 @@ tune_settings local_settings(tune_options const& t, memory_space mem) {
                   "HALOX_TUNE_RECHECK='" + v +
                       "' is not one of off, on, always, switch (or 0, 1); set e.g. "
                       "HALOX_TUNE_RECHECK=on");
+  }
+  if (char const* env = std::getenv("HALOX_TUNE_WATCH"); env && *env) {
+    std::string const v = env;
+    HALOX_REQUIRE(v == "0" || v == "off" || v == "1" || v == "on", errc::invalid_argument,
+                  "HALOX_TUNE_WATCH='" + v +
+                      "' is not one of off, on (or 0, 1); set e.g. HALOX_TUNE_WATCH=on");
+    set.watch = v == "1" || v == "on";
   }
   if (char const* env = std::getenv("HALOX_TUNE_BUDGET"); env && *env) {
     char* end = nullptr;
@@ -153,7 +161,8 @@ tune_settings agree_settings(MPI_Comm comm, tune_options const& t, memory_space 
   HALOX_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   auto const forced = static_cast<long long>(set.forced);
   auto const recheck = static_cast<long long>(set.recheck);
-  constexpr int n = 13;
+  long long const watch = set.watch ? 1 : 0;
+  constexpr int n = 15;
   long long in[n] = {local ? rank + 1LL : 0LL,
                      forced,
                      -forced,
@@ -166,7 +175,9 @@ tune_settings agree_settings(MPI_Comm comm, tune_options const& t, memory_space 
                      set.max_rounds,
                      -set.max_rounds,
                      recheck,
-                     -recheck};
+                     -recheck,
+                     watch,
+                     -watch};
   long long out[n] = {};
   HALOX_MPI_CHECK(MPI_Allreduce(in, out, n, MPI_LONG_LONG, MPI_MAX, comm));
   if (local) std::rethrow_exception(local);
@@ -187,9 +198,10 @@ tune_settings agree_settings(MPI_Comm comm, tune_options const& t, memory_space 
                       std::to_string(set.warmup) + ", trials " + std::to_string(set.trials) +
                       ", budget " + std::to_string(set.budget) + " s, max_rounds " +
                       std::to_string(set.max_rounds) + ", recheck " +
-                      std::to_string(static_cast<int>(set.recheck)) +
-                      "; $HALOX_TUNE_MAX_ROUNDS and $HALOX_TUNE_RECHECK count too); pass the "
-                      "same values on every rank");
+                      std::to_string(static_cast<int>(set.recheck)) + ", watch " +
+                      (set.watch ? "on" : "off") +
+                      "; $HALOX_TUNE_MAX_ROUNDS, $HALOX_TUNE_RECHECK and $HALOX_TUNE_WATCH count "
+                      "too); pass the same values on every rank");
   return set;
 }
 

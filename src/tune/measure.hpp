@@ -30,10 +30,12 @@ struct tune_settings {
   int max_rounds = 64;                     ///< ($HALOX_TUNE_MAX_ROUNDS overrides tune_options)
   double budget = 2.0;                     ///< seconds ($HALOX_TUNE_BUDGET overrides tune_options)
   recheck_mode recheck = recheck_mode::on; ///< ($HALOX_TUNE_RECHECK overrides tune_options)
+  bool watch = true;                       ///< ($HALOX_TUNE_WATCH overrides tune_options)
   backend forced = backend::automatic;     ///< from $HALOX_BACKEND; automatic = not forced
 };
 
-/// Reads $HALOX_BACKEND, $HALOX_TUNE_BUDGET, $HALOX_TUNE_MAX_ROUNDS and $HALOX_TUNE_RECHECK and
+/// Reads $HALOX_BACKEND, $HALOX_TUNE_BUDGET, $HALOX_TUNE_MAX_ROUNDS, $HALOX_TUNE_RECHECK and
+/// $HALOX_TUNE_WATCH and
 /// validates them with `t` on every rank, then
 /// one MPI_Allreduce makes sure all ranks hold the same values. Throws `halox::error` on every
 /// rank when any rank's settings are invalid (that rank with its own message) or when ranks

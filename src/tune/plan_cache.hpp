@@ -20,6 +20,10 @@ struct tune_hooks {
   /// Seconds added to this rank's measured time of trial `trial` of backend `b` (default none):
   /// makes one rank's timings differ from another's.
   std::function<double(backend b, int trial)> skew;
+  /// Seconds added to this rank's time of forward execution `execution` (0, 1, ... since the
+  /// plan was built) run with backend `b`, in the plan's re-check and watch; when set it
+  /// replaces `skew` there (default none): makes a choice drift after it was made.
+  std::function<double(backend b, long long execution)> exec_skew;
   /// Receives each warning and verbose line (rank 0 only); empty means stderr.
   std::function<void(std::string const&)> log;
 };

@@ -59,9 +59,15 @@ cache_entry decode(backend chosen, std::vector<double> const& msg) {
   return e;
 }
 
-// Whether the plan re-checks `chosen` against the runner-up in its first executions: only for
-// host memory (the re-check times start/wait on the host, which does not cover a device
-// stream's work), and by mode: `on` only when the intervals overlapped.
+// Shortest chosen-backend median the watch times: below it, reading the clock around every
+// execution and the all-reduce of each check would cost more than a drift could.
+constexpr double watch_min_seconds = 20e-6;
+
+// Whether the plan re-checks `chosen` against the runner-up in its first executions, and
+// whether it watches the choice afterwards: only for host memory (both time start/wait on the
+// host, which does not cover a device stream's work). The first re-check by mode (`on`: only
+// when the intervals overlapped); the watch whenever there is a runner-up, the re-check is not
+// off, and the choice takes at least watch_min_seconds.
 void plan_recheck(selection& sel, tune_settings const& set, memory_space mem, bool separated,
                   int runner_index) {
   if (runner_index < 0) {
@@ -76,11 +82,22 @@ void plan_recheck(selection& sel, tune_settings const& set, memory_space mem, bo
     sel.recheck_reason = "off for device memory";
     return;
   }
-  if (set.recheck == recheck_mode::on && separated) {
-    sel.recheck_reason = "not needed, intervals separated";
-    return;
-  }
-  sel.runner_up = sel.candidates[static_cast<std::size_t>(runner_index)].b;
+  candidate_result const& runner = sel.candidates[static_cast<std::size_t>(runner_index)];
+  double chosen_median = 0.0;
+  for (auto const& c : sel.candidates)
+    if (c.b == sel.chosen) chosen_median = c.median;
+  sel.recheck_first = set.recheck != recheck_mode::on || !separated;
+  if (!set.watch)
+    sel.watch_reason = "off";
+  else if (chosen_median < watch_min_seconds)
+    sel.watch_reason = "not needed below " + format_seconds(watch_min_seconds);
+  else
+    sel.watch = true;
+  if (!sel.recheck_first) sel.recheck_reason = "not needed, intervals separated";
+  if (!sel.recheck_first && !sel.watch) return;
+  sel.runner_up = runner.b;
+  sel.runner_median = runner.median;
+  if (!sel.recheck_first) return;
   sel.force_switch = set.recheck == recheck_mode::force;
   sel.recheck_reason = set.recheck == recheck_mode::on ? "intervals overlapped"
                        : sel.force_switch              ? "HALOX_TUNE_RECHECK=switch forces a switch"

@@ -26,15 +26,22 @@ struct selection {
   /// The forward executor of `chosen` that was timed (measured decisions only; else null): the
   /// plan keeps this very object. Its workspace is unbound.
   std::unique_ptr<executor> chosen_exec;
-  /// The backend the plan's first executions re-check `chosen` against (see docs/autotune.md);
-  /// automatic when there is no re-check.
+  /// The backend the plan re-checks `chosen` against, in its first executions or when the
+  /// watch sees the choice drift (see docs/autotune.md); automatic when there is neither.
   backend runner_up = backend::automatic;
+  /// The re-check runs in the plan's first forward executions (else only if the watch asks).
+  bool recheck_first = false;
+  /// The plan keeps timing its forward executions and re-checks when the choice drifts.
+  bool watch = false;
+  /// The runner-up's median when the choice was made (seconds): the watch's first yardstick.
+  double runner_median = 0.0;
   /// Its timed forward executor, when measured now (else null: the plan builds it).
   std::unique_ptr<executor> runner_exec;
   /// The re-check switches to the runner-up whatever it measures ($HALOX_TUNE_RECHECK=switch).
   bool force_switch = false;
-  /// Why there is no re-check, or why there is one, for describe().
+  /// Why there is no re-check, or why there is one, for describe(); why there is no watch.
   std::string recheck_reason;
+  std::string watch_reason;
 };
 
 /// Chooses the backend for schedule `s` on the plan communicator `cfg.comm`. `requested` other

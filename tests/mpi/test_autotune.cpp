@@ -127,9 +127,9 @@ protected:
     return log_;
   }
 
-  static constexpr char const* env_vars[] = {"HALOX_BACKEND",         "HALOX_PLAN_CACHE",
-                                             "HALOX_TUNE_BUDGET",     "HALOX_VERBOSE",
-                                             "HALOX_TUNE_MAX_ROUNDS", "HALOX_TUNE_RECHECK"};
+  static constexpr char const* env_vars[] = {
+      "HALOX_BACKEND",         "HALOX_PLAN_CACHE",   "HALOX_TUNE_BUDGET", "HALOX_VERBOSE",
+      "HALOX_TUNE_MAX_ROUNDS", "HALOX_TUNE_RECHECK", "HALOX_TUNE_WATCH"};
   std::vector<std::optional<std::string>> saved_;
   std::vector<std::string> log_;
 };
@@ -647,6 +647,119 @@ TEST_F(Autotune, CachedOverlappingDecisionIsReCheckedAgain) {
   EXPECT_TRUE(contains(d, "re-check against")) << d;
   EXPECT_EQ(run_forward(cached, t, 0, 12), 0);
   EXPECT_TRUE(same_backend_everywhere(cached.selected_backend()));
+}
+
+// Tuning times for the watch tests: mpi_persistent clearly first (10 ms), mpi_pack clearly
+// second (50 ms), the rest far behind, so the intervals separate, there is no first re-check,
+// and the watch runs against mpi_pack.
+void separated_persistent_then_pack() {
+  detail::test_hooks().skew = [](backend b, int) {
+    return b == backend::mpi_persistent ? 0.01 : b == backend::mpi_pack ? 0.05 : 1.0;
+  };
+}
+
+TEST_F(Autotune, WatchSwitchesWhenTheChoiceDriftsAndKeepsResultsCorrect) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  separated_persistent_then_pack();
+  // From forward execution 20 on, mpi_persistent takes 200 ms, four times mpi_pack's 50 ms.
+  detail::test_hooks().exec_skew = [](backend b, long long n) {
+    if (b == backend::mpi_persistent) return n < 20 ? 0.01 : 0.2;
+    return b == backend::mpi_pack ? 0.05 : 1.0;
+  };
+  auto const t = oracle_tensor(13);
+  halo_plan p(t, quick());
+  std::string const d0 = p.describe();
+  ASSERT_EQ(p.selected_backend(), backend::mpi_persistent) << d0;
+  EXPECT_TRUE(contains(d0, "re-check: not needed, intervals separated")) << d0;
+  EXPECT_TRUE(contains(d0, "watching against mpi_pack")) << d0;
+  EXPECT_TRUE(contains(d0, "0 check(s), 0 drift(s), next check after 16 forward")) << d0;
+  // Check 1 after 16 executions is quiet (the next one 32 later); check 2, at 48, sees the
+  // drift and starts a re-check, which switches after 10 more.
+  EXPECT_EQ(run_forward(p, t, 0, 16), 0);
+  EXPECT_TRUE(contains(p.describe(), "1 check(s), 0 drift(s), next check after 32"))
+      << p.describe();
+  EXPECT_EQ(run_forward(p, t, 16, 32), 0);
+  std::string const d1 = p.describe();
+  EXPECT_TRUE(contains(d1, "re-check against mpi_pack (the watch saw the choice drift: median "))
+      << d1;
+  EXPECT_EQ(p.selected_backend(), backend::mpi_persistent) << d1;
+  // A reverse exchange during the re-check uses the current choice and is not timed.
+  std::vector<double> x;
+  fill_owned(t, x, 48);
+  p.execute_reverse(tensor_view(t, x), reduce_op::max);
+  EXPECT_EQ(run_forward(p, t, 48, 10), 0);
+  std::string const d2 = p.describe();
+  EXPECT_EQ(p.selected_backend(), backend::mpi_pack) << d2;
+  EXPECT_TRUE(contains(d2, "re-check switched from mpi_persistent to mpi_pack (the watch saw"))
+      << d2;
+  EXPECT_TRUE(contains(d2, "watching against mpi_persistent")) << d2;
+  EXPECT_TRUE(contains(d2, "2 check(s), 1 drift(s)")) << d2;
+  auto const at = d2.find("re-check");
+  EXPECT_TRUE(same_on_all_ranks(d2.substr(at, d2.find(" send peer(s)") - at))) << d2;
+  EXPECT_TRUE(same_backend_everywhere(p.selected_backend()));
+  // mpi_pack holds at 50 ms, below mpi_persistent's 200: the next check is quiet.
+  EXPECT_EQ(run_forward(p, t, 58, 16), 0);
+  EXPECT_EQ(p.selected_backend(), backend::mpi_pack) << p.describe();
+  EXPECT_TRUE(contains(p.describe(), "3 check(s), 1 drift(s)")) << p.describe();
+}
+
+TEST_F(Autotune, WatchStaysQuietWhileTheChoiceHoldsAndChecksLessOften) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  separated_persistent_then_pack();
+  // Slower than tuned (30 ms instead of 10) but still below mpi_pack's 50 ms: no re-check.
+  detail::test_hooks().exec_skew = [](backend b, long long) {
+    return b == backend::mpi_persistent ? 0.03 : 0.05;
+  };
+  auto const t = oracle_tensor(14);
+  halo_plan p(t, quick());
+  ASSERT_EQ(p.selected_backend(), backend::mpi_persistent) << p.describe();
+  // Checks after 16, then 32 and 64 more executions.
+  EXPECT_EQ(run_forward(p, t, 0, 16 + 32 + 64), 0);
+  std::string const d = p.describe();
+  EXPECT_EQ(p.selected_backend(), backend::mpi_persistent) << d;
+  EXPECT_TRUE(contains(d, "3 check(s), 0 drift(s), next check after 128")) << d;
+  EXPECT_FALSE(contains(d, "re-check against")) << d;
+}
+
+TEST_F(Autotune, WatchIsOffOnRequestAndBelowTwentyMicroseconds) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  separated_persistent_then_pack();
+  halo_options o = quick();
+  o.tune.watch = false;
+  halo_plan off(oracle_tensor(15), o);
+  EXPECT_TRUE(contains(off.describe(), "; watch: off")) << off.describe();
+  EXPECT_FALSE(contains(off.describe(), "watching")) << off.describe();
+  clear_plan_cache();
+  setenv("HALOX_TUNE_WATCH", "off", 1);
+  halo_plan env_off(oracle_tensor(15), quick());
+  EXPECT_TRUE(contains(env_off.describe(), "; watch: off")) << env_off.describe();
+  setenv("HALOX_TUNE_WATCH", "often", 1);
+  try {
+    halo_plan bad(oracle_tensor(15), quick());
+    ADD_FAILURE() << "a bad HALOX_TUNE_WATCH was accepted";
+  } catch (error const& e) {
+    EXPECT_TRUE(contains(e.what(), "HALOX_TUNE_WATCH='often'")) << e.what();
+  }
+  unsetenv("HALOX_TUNE_WATCH");
+  // A choice measured at a few microseconds is not watched.
+  detail::test_hooks().skew = [](backend b, int) {
+    return b == backend::mpi_persistent ? 0.0 : 1.0;
+  };
+  clear_plan_cache();
+  halo_plan tiny(oracle_tensor(16), quick());
+  std::string const d = tiny.describe();
+  ASSERT_EQ(tiny.selected_backend(), backend::mpi_persistent) << d;
+  // Its median as reported ("mpi_persistent 1.35 us [..."): oversubscribed ranks can take longer.
+  auto const at = d.find("mpi_persistent ", d.find("intervals"));
+  ASSERT_NE(at, std::string::npos) << d;
+  std::istringstream is(d.substr(at + 15));
+  double v = 0;
+  std::string unit;
+  is >> v >> unit;
+  if (unit == "us" && v < 20)
+    EXPECT_TRUE(contains(d, "; watch: not needed below 20 us")) << d;
+  else
+    EXPECT_TRUE(contains(d, "watching against")) << d;
 }
 
 TEST_F(Autotune, RecheckSettingsAreValidatedOnEveryRank) {

@@ -2,6 +2,7 @@
 // rank count. A 2-D periodic tensor whose cells hold their global index is the oracle: after a
 // forward exchange every halo cell must hold the index of the cell it mirrors.
 #include "support/mpi_helpers.hpp"
+#include "tune/plan_cache.hpp"
 
 #include <halox/halox.hpp>
 
@@ -374,6 +375,45 @@ TEST(Workspace, AutomaticRecheckAllocatesNothing) {
     setenv("HALOX_TUNE_RECHECK", saved.c_str(), 1);
   else
     unsetenv("HALOX_TUNE_RECHECK");
+  clear_plan_cache();
+}
+
+TEST(Workspace, WatchAndTheReCheckItStartsAllocateNothing) {
+  if (world_size() < 2) GTEST_SKIP() << "an automatic plan needs messages to measure";
+  clear_plan_cache();
+  // mpi_persistent wins the race clearly (10 ms against mpi_pack's 50: no first re-check, the
+  // watch on); from forward execution 8 on it takes 200 ms, so the check after 16 executions
+  // starts a re-check, which switches to mpi_pack 10 executions later.
+  struct reset_hooks {
+    ~reset_hooks() { detail::test_hooks() = {}; }
+  } const reset;
+  auto& hooks = detail::test_hooks();
+  hooks.skew = [](backend b, int) {
+    return b == backend::mpi_persistent ? 0.01 : b == backend::mpi_pack ? 0.05 : 1.0;
+  };
+  hooks.exec_skew = [](backend b, long long n) {
+    if (b == backend::mpi_persistent) return n < 8 ? 0.01 : 0.2;
+    return b == backend::mpi_pack ? 0.05 : 1.0;
+  };
+  tensor_desc const t = make_tensor(MPI_COMM_WORLD);
+  halo_options o;
+  o.tune.trials = 3;
+  halo_plan h(t, o);
+  ASSERT_NE(h.describe().find("watching against mpi_pack"), std::string::npos) << h.describe();
+  std::vector<double> x;
+  fill(t, x);
+  tensor_view const vx(t, x);
+  h.execute(vx);
+  h.execute_reverse(vx, reduce_op::max);
+  long const before = g_news.load();
+  for (int k = 0; k < 40; ++k) h.execute(vx);
+  long const during = g_news.load() - before;
+  EXPECT_EQ(during, 0) << "the watch and its re-check allocated " << during << " times";
+  std::string const d = h.describe();
+  EXPECT_NE(d.find("re-check switched from mpi_persistent to mpi_pack (the watch saw"),
+            std::string::npos)
+      << d;
+  EXPECT_EQ(wrong_cells(t, x), 0);
   clear_plan_cache();
 }
 
