@@ -3,6 +3,8 @@
 #include <halox/config.hpp>
 #include <halox/error.hpp>
 
+#include "exec/host_memory.hpp"
+
 #include <mutex>
 #include <new>
 #include <string>
@@ -11,7 +13,7 @@
 
 namespace halox {
 
-void* context::state::allocate(std::size_t bytes, memory_kind kind) {
+void* context::state::allocate(std::size_t bytes, memory_kind kind, bool like_caller) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;
   if (alloc.allocate) {
@@ -24,7 +26,7 @@ void* context::state::allocate(std::size_t bytes, memory_kind kind) {
                   std::string("the context's allocator returned ") + to_string(kind) +
                       " memory that is not 64-byte aligned; align allocations to 64 bytes");
   } else if (kind == memory_kind::host) {
-    p = ::operator new (bytes, std::align_val_t{64});
+    p = detail::host_allocate(bytes, !like_caller);
   } else {
     p = detail::default_device_allocate(bytes, kind);
   }
@@ -32,13 +34,14 @@ void* context::state::allocate(std::size_t bytes, memory_kind kind) {
   return p;
 }
 
-void context::state::deallocate(void* p, std::size_t bytes, memory_kind kind) noexcept {
+void context::state::deallocate(void* p, std::size_t bytes, memory_kind kind,
+                                bool like_caller) noexcept {
   if (p == nullptr) return;
   in_use[static_cast<int>(kind)] -= bytes;
   if (alloc.deallocate)
     alloc.deallocate(p, bytes, kind);
   else if (kind == memory_kind::host)
-    ::operator delete (p, std::align_val_t{64});
+    detail::host_deallocate(p, bytes, !like_caller);
   else
     detail::default_device_deallocate(p, kind);
 }
@@ -52,16 +55,17 @@ int context::state::next_tag() noexcept {
 
 namespace halox::detail {
 
-memory_block::memory_block(std::shared_ptr<context_state> ctx, std::size_t bytes, memory_kind kind)
-    : ctx_(std::move(ctx)), bytes_(bytes), kind_(kind) {
-  p_ = ctx_->allocate(bytes, kind);
+memory_block::memory_block(std::shared_ptr<context_state> ctx, std::size_t bytes, memory_kind kind,
+                           bool like_caller)
+    : ctx_(std::move(ctx)), bytes_(bytes), kind_(kind), like_caller_(like_caller) {
+  p_ = ctx_->allocate(bytes, kind, like_caller);
 }
 
 memory_block::~memory_block() { release(); }
 
 memory_block::memory_block(memory_block&& o) noexcept
     : ctx_(std::move(o.ctx_)), p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
-      kind_(o.kind_) {}
+      kind_(o.kind_), like_caller_(o.like_caller_) {}
 
 memory_block& memory_block::operator=(memory_block&& o) noexcept {
   if (this != &o) {
@@ -70,12 +74,13 @@ memory_block& memory_block::operator=(memory_block&& o) noexcept {
     p_ = std::exchange(o.p_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
     kind_ = o.kind_;
+    like_caller_ = o.like_caller_;
   }
   return *this;
 }
 
 void memory_block::release() noexcept {
-  if (p_ && ctx_) ctx_->deallocate(p_, bytes_, kind_);
+  if (p_ && ctx_) ctx_->deallocate(p_, bytes_, kind_, like_caller_);
   p_ = nullptr;
   bytes_ = 0;
 }

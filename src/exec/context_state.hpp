@@ -35,9 +35,12 @@ struct halox::context::state {
   std::string device_reason;  ///< why that device (halox::device_choice::reason)
 
   /// Allocates through the allocator (or halox's own); throws `halox::error` on failure.
-  void* allocate(std::size_t bytes, memory_kind kind);
-  /// Releases what `allocate` returned.
-  void deallocate(void* p, std::size_t bytes, memory_kind kind) noexcept;
+  /// `like_caller`: host memory that stands in for a caller's tensor (the autotuner's scratch):
+  /// halox's own allocation then keeps to ordinary pages, as a caller's would, where a plan
+  /// workspace of 2 MiB or more goes on huge pages (exec/host_memory.hpp).
+  void* allocate(std::size_t bytes, memory_kind kind, bool like_caller = false);
+  /// Releases what `allocate` returned (same size, kind and `like_caller`).
+  void deallocate(void* p, std::size_t bytes, memory_kind kind, bool like_caller = false) noexcept;
   /// The next plan's message tag (1 .. tag_ub, cycling). Plans are built collectively, in the
   /// same order on every rank, so every rank hands out the same tag.
   int next_tag() noexcept;
@@ -52,7 +55,8 @@ using context_state = halox::context::state;
 class memory_block {
 public:
   memory_block() = default;
-  memory_block(std::shared_ptr<context_state> ctx, std::size_t bytes, memory_kind kind);
+  memory_block(std::shared_ptr<context_state> ctx, std::size_t bytes, memory_kind kind,
+               bool like_caller = false);
   ~memory_block();
   memory_block(memory_block&& o) noexcept;
   memory_block& operator=(memory_block&& o) noexcept;
@@ -71,6 +75,7 @@ private:
   void* p_ = nullptr;
   std::size_t bytes_ = 0;
   memory_kind kind_ = memory_kind::host;
+  bool like_caller_ = false;
 };
 
 /// Default device / pinned allocations (cudaMalloc, cudaMallocHost); throw `halox::error`

@@ -33,7 +33,7 @@ scratch_buffers::scratch_buffers(schedule const& s, memory_space mem,
                                  std::shared_ptr<context_state> const& ctx) {
   if (mem == memory_space::host) {
     for (auto const& l : s.slots) {
-      blocks_.emplace_back(ctx, slot_bytes(l), memory_kind::host);
+      blocks_.emplace_back(ctx, slot_bytes(l), memory_kind::host, /*like_caller=*/true);
       std::memset(blocks_.back().data(), 0, blocks_.back().size());
       ptrs_.push_back(blocks_.back().data());
     }
