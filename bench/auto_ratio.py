@@ -2,7 +2,13 @@
 """How close automatic selection comes to the best backend, from halox-bench JSON output.
 
 Usage: bench/auto_ratio.py RUN.json [RUN.json ...] [--markdown] [--stat=median_us|min_us|p90_us]
-                            [--median-of-runs]
+                            [--median-of-runs] [--separate]
+
+Where the run has `<scenario>/auto_vs_best` entries (halox-bench times a fresh `auto` plan and
+every backend in one loop there, one execution each per round in a shuffled order, so a load
+change lands on all of them alike), their auto / best is used: the honest ratio on a machine
+whose speed moves. `--separate` (or a `--stat` other than median_us) compares the separate
+entries instead, as described next.
 
 Every halox-bench scenario runs each host backend and `auto` as separate entries
 (`<scenario>/<backend>`), each with its `median_us` over iterations. For each scenario this
@@ -28,6 +34,25 @@ import statistics
 import sys
 
 
+def interleaved_entries(doc):
+    """{scenario: [(auto_us, best_us, auto's backend, best backend) per repetition]} from the
+    <scenario>/auto_vs_best entries (auto and every backend timed in one shuffled loop)."""
+    rows = {}
+    for b in doc.get("benchmarks", []):
+        if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
+            continue
+        name = b.get("run_name") or b["name"]
+        parts = [p for p in name.split("/") if not p.startswith(("iterations:", "manual_time",
+                                                                  "repeats:"))]
+        if len(parts) < 2 or parts[-1] != "auto_vs_best" or "auto_us" not in b:
+            continue
+        words = dict(w.split("=", 1) for w in b.get("label", "").split() if "=" in w)
+        rows.setdefault("/".join(parts[:-1]), []).append(
+            (float(b["auto_us"]), float(b["best_us"]), words.get("selected", "?"),
+             words.get("best", "?")))
+    return rows
+
+
 def backend_entries(doc, stat):
     """{scenario: {backend: [median_us per repetition]}} and {scenario: label of auto}."""
     runs, labels = {}, {}
@@ -40,7 +65,7 @@ def backend_entries(doc, stat):
         if len(parts) < 2:
             continue
         scenario, entry = "/".join(parts[:-1]), parts[-1]
-        if entry.startswith(("limit_", "phase_")) or stat not in b:
+        if entry.startswith(("limit_", "phase_")) or entry == "auto_vs_best" or stat not in b:
             continue
         runs.setdefault(scenario, {}).setdefault(entry, []).append(float(b[stat]))
         if entry == "auto" and b.get("label"):
@@ -48,7 +73,7 @@ def backend_entries(doc, stat):
     return runs, labels
 
 
-def report(path, doc, markdown, stat):
+def report(path, doc, markdown, stat, separate):
     runs, labels = backend_entries(doc, stat)
     ctx = doc.get("context", {})
     mpi = (ctx.get("mpi_library") or "?").splitlines()[0]
@@ -58,7 +83,18 @@ def report(path, doc, markdown, stat):
     title = (f"{path}: {' '.join(mpi.split())}, {ranks} ranks, load average at start "
              f"{load or '?'}, statistic {stat}")
     rows = []
+    inter = {} if separate or stat != "median_us" else interleaved_entries(doc)
+    for scenario in sorted(inter):
+        reps = inter[scenario]
+        a = statistics.median(r[0] for r in reps)
+        best_us = statistics.median(r[1] for r in reps)
+        ratio = a / best_us if best_us > 0 else float("nan")
+        ratios.append((scenario, ratio))
+        rows.append((scenario, ",".join(sorted({r[2] for r in reps})), a,
+                     ",".join(sorted({r[3] for r in reps})) + " (interleaved)", best_us, ratio))
     for scenario in sorted(runs):
+        if scenario in inter:
+            continue
         entries = {k: statistics.median(v) for k, v in runs[scenario].items()}
         if "auto" not in entries:
             continue
@@ -78,10 +114,10 @@ def report(path, doc, markdown, stat):
             print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]} | {r[4]:.1f} | {r[5]:.2f} |")
     else:
         print(title)
-        print(f"{'scenario':40s} {'auto chose':16s} {'auto us':>10s} {'best':16s} "
+        print(f"{'scenario':40s} {'auto chose':16s} {'auto us':>10s} {'best':29s} "
               f"{'best us':>10s} {'auto/best':>9s}")
         for r in rows:
-            print(f"{r[0]:40s} {r[1]:16s} {r[2]:10.1f} {r[3]:16s} {r[4]:10.1f} {r[5]:9.2f}")
+            print(f"{r[0]:40s} {r[1]:16s} {r[2]:10.1f} {r[3]:29s} {r[4]:10.1f} {r[5]:9.2f}")
     return ratios
 
 
@@ -103,7 +139,7 @@ def main(argv):
         # halox-bench writes the JSON on rank 0; anything printed before it (MPI banners) is
         # skipped.
         doc = json.loads(text[text.index("{"):])
-        for scenario, ratio in report(path, doc, markdown, stat):
+        for scenario, ratio in report(path, doc, markdown, stat, "--separate" in argv):
             worst.append(ratio)
             per_scenario.setdefault(scenario, []).append(ratio)
     if not worst:

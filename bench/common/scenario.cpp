@@ -8,6 +8,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
+#include <random>
 
 namespace halox::bench {
 
@@ -265,6 +267,11 @@ limit_set limits_for(scenario& s, int iterations) {
 
 } // namespace
 
+namespace {
+// The <scenario>/auto_vs_best entry (below).
+void auto_vs_best(benchmark::State& st, scenario_spec const& spec);
+} // namespace
+
 std::vector<backend> bench_backends() {
   auto v = host_backends();
   v.push_back(backend::automatic);
@@ -365,6 +372,76 @@ void register_scenario(scenario_spec const& spec) {
       }
     });
   }
+
+  add(spec.name + "/auto_vs_best", spec.iterations,
+      [spec](benchmark::State& st) { auto_vs_best(st, spec); });
 }
+
+namespace {
+
+// `auto` and every host backend of the scenario timed in one loop, interleaved round by round:
+// the auto / best ratio measured under the same conditions for all of them.
+void auto_vs_best(benchmark::State& st, scenario_spec const& spec) {
+  scenario* s = current(spec, st);
+  if (!s) return;
+  MPI_Comm const comm = s->comm();
+  std::vector<backend> const bs = bench_backends(); // the explicit ones, then automatic
+  std::size_t const n = bs.size();
+  std::vector<runner> rs(n);
+  std::vector<char> ok(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string err;
+    try {
+      rs[i] = s->make_runner(bs[i]);
+    } catch (std::exception const& e) {
+      err = e.what();
+    }
+    ok[i] = all_ok(comm, err.empty()) ? 1 : 0; // a backend this build or MPI lacks: left out
+  }
+  if (!ok[n - 1]) {
+    st.SkipWithError("the automatic plan could not be built");
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (ok[i]) rs[i].op();
+  // One round runs every plan once, in an order shuffled anew each round (the same on every
+  // rank: one seed), so that a load change, a machine switching between slow and fast periods,
+  // or whatever one plan leaves behind for the next lands on all of them alike. (With a fixed
+  // rotation `auto` always ran right after the same backend, and two plans of one backend read
+  // 1.14-1.21x apart.)
+  std::vector<std::vector<double>> t(n);
+  std::vector<std::size_t> order(n);
+  std::mt19937 shuffle_rng(12345);
+  for (auto _ : st) {
+    double auto_t = 0;
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::shuffle(order.begin(), order.end(), shuffle_rng);
+    for (std::size_t i : order) {
+      if (!ok[i]) continue;
+      rs[i].op(); // untimed: each timed run finds its own buffers warm, as in the other entries
+      double const x = time_once(comm, rs[i].op);
+      t[i].push_back(x);
+      if (i == n - 1) auto_t = x;
+    }
+    st.SetIterationTime(auto_t);
+  }
+  double best = 0;
+  std::size_t best_i = n;
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    if (!ok[i] || t[i].empty()) continue;
+    double const m = summarize(t[i]).median;
+    if (best_i == n || m < best) best = m, best_i = i;
+  }
+  double const a = summarize(t[n - 1]).median;
+  describe(st, *s);
+  st.counters["median_us"] = a * 1e6;
+  st.counters["auto_us"] = a * 1e6;
+  st.counters["best_us"] = best * 1e6;
+  st.counters["auto_best"] = best > 0 ? a / best : 0;
+  std::string const chosen = rs[n - 1].final_label ? rs[n - 1].final_label() : rs[n - 1].label;
+  st.SetLabel(chosen + " best=" + (best_i < n ? to_string(bs[best_i]) : "none"));
+}
+
+} // namespace
 
 } // namespace halox::bench

@@ -658,6 +658,22 @@ void separated_persistent_then_pack() {
   };
 }
 
+TEST_F(Autotune, CloseMediansAreReCheckedEvenWhenTheIntervalsSeparate) {
+  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
+  // 100 ms against 105 ms: constant times separate at once, but 5 % is a close call.
+  detail::test_hooks().skew = [](backend b, int) {
+    return b == backend::mpi_persistent ? 0.100 : b == backend::mpi_pack ? 0.105 : 1.0;
+  };
+  auto const t = oracle_tensor(17);
+  halo_plan p(t, quick());
+  std::string const d = p.describe();
+  ASSERT_EQ(p.selected_backend(), backend::mpi_persistent) << d;
+  EXPECT_TRUE(contains(d, "95% intervals separated")) << d;
+  EXPECT_TRUE(contains(d, "re-check against mpi_pack (medians within 10 %)")) << d;
+  EXPECT_EQ(run_forward(p, t, 0, 10), 0);
+  EXPECT_TRUE(same_backend_everywhere(p.selected_backend()));
+}
+
 TEST_F(Autotune, WatchSwitchesWhenTheChoiceDriftsAndKeepsResultsCorrect) {
   if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
   separated_persistent_then_pack();
