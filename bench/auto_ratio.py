@@ -34,20 +34,27 @@ import statistics
 import sys
 
 
-def interleaved_entries(doc):
-    """{scenario: [(auto_us, best_us, auto's backend, best backend) per repetition]} from the
-    <scenario>/auto_vs_best entries (auto and every backend timed in one shuffled loop)."""
-    rows = {}
+def entries(doc):
+    """(scenario, entry, benchmark) for every measured iteration entry of a halox-bench run."""
     for b in doc.get("benchmarks", []):
         if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
             continue
         name = b.get("run_name") or b["name"]
         parts = [p for p in name.split("/") if not p.startswith(("iterations:", "manual_time",
                                                                   "repeats:"))]
-        if len(parts) < 2 or parts[-1] != "auto_vs_best" or "auto_us" not in b:
+        if len(parts) >= 2:
+            yield "/".join(parts[:-1]), parts[-1], b
+
+
+def interleaved_entries(doc):
+    """{scenario: [(auto_us, best_us, auto's backend, best backend) per repetition]} from the
+    <scenario>/auto_vs_best entries (auto and every backend timed in one shuffled loop)."""
+    rows = {}
+    for scenario, entry, b in entries(doc):
+        if entry != "auto_vs_best" or "auto_us" not in b:
             continue
         words = dict(w.split("=", 1) for w in b.get("label", "").split() if "=" in w)
-        rows.setdefault("/".join(parts[:-1]), []).append(
+        rows.setdefault(scenario, []).append(
             (float(b["auto_us"]), float(b["best_us"]), words.get("selected", "?"),
              words.get("best", "?")))
     return rows
@@ -56,15 +63,7 @@ def interleaved_entries(doc):
 def backend_entries(doc, stat):
     """{scenario: {backend: [median_us per repetition]}} and {scenario: label of auto}."""
     runs, labels = {}, {}
-    for b in doc.get("benchmarks", []):
-        if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
-            continue
-        name = b.get("run_name") or b["name"]
-        parts = [p for p in name.split("/") if not p.startswith(("iterations:", "manual_time",
-                                                                  "repeats:"))]
-        if len(parts) < 2:
-            continue
-        scenario, entry = "/".join(parts[:-1]), parts[-1]
+    for scenario, entry, b in entries(doc):
         if entry.startswith(("limit_", "phase_")) or entry == "auto_vs_best" or stat not in b:
             continue
         runs.setdefault(scenario, {}).setdefault(entry, []).append(float(b[stat]))
