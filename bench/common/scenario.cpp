@@ -265,11 +265,75 @@ limit_set limits_for(scenario& s, int iterations) {
   return l;
 }
 
-} // namespace
+// Collective. Builds the plan of backend `b` on `s` into `r`; true on every rank when it was
+// built on every rank, else false everywhere with this rank's error (if any) in `err`.
+bool build_runner(scenario& s, backend b, runner& r, std::string& err) {
+  try {
+    r = s.make_runner(b);
+  } catch (std::exception const& e) {
+    err = e.what();
+  }
+  return all_ok(s.comm(), err.empty());
+}
 
-namespace {
-// The <scenario>/auto_vs_best entry (below).
-void auto_vs_best(benchmark::State& st, scenario_spec const& spec);
+// `auto` and every host backend of the scenario timed in one loop, interleaved round by round:
+// the auto / best ratio measured under the same conditions for all of them.
+void auto_vs_best(benchmark::State& st, scenario_spec const& spec) {
+  scenario* s = current(spec, st);
+  if (!s) return;
+  MPI_Comm const comm = s->comm();
+  std::vector<backend> const bs = bench_backends(); // the explicit ones, then automatic
+  std::size_t const n = bs.size();
+  std::vector<runner> rs(n);
+  std::vector<char> ok(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string err; // a backend this build or MPI lacks is left out
+    ok[i] = build_runner(*s, bs[i], rs[i], err) ? 1 : 0;
+  }
+  if (!ok[n - 1]) {
+    st.SkipWithError("the automatic plan could not be built");
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (ok[i]) rs[i].op();
+  // One round runs every plan once, in an order shuffled anew each round (the same on every
+  // rank: one seed), so that a load change, a machine switching between slow and fast periods,
+  // or whatever one plan leaves behind for the next lands on all of them alike. (With a fixed
+  // rotation `auto` always ran right after the same backend, and two plans of one backend read
+  // 1.14-1.21x apart.)
+  std::vector<std::vector<double>> t(n);
+  std::vector<std::size_t> order(n);
+  std::mt19937 shuffle_rng(12345);
+  for (auto _ : st) {
+    double auto_t = 0;
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::shuffle(order.begin(), order.end(), shuffle_rng);
+    for (std::size_t i : order) {
+      if (!ok[i]) continue;
+      rs[i].op(); // untimed: each timed run finds its own buffers warm, as in the other entries
+      double const x = time_once(comm, rs[i].op);
+      t[i].push_back(x);
+      if (i == n - 1) auto_t = x;
+    }
+    st.SetIterationTime(auto_t);
+  }
+  double best = 0;
+  std::size_t best_i = n;
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    if (!ok[i] || t[i].empty()) continue;
+    double const m = summarize(t[i]).median;
+    if (best_i == n || m < best) best = m, best_i = i;
+  }
+  double const a = summarize(t[n - 1]).median;
+  describe(st, *s);
+  st.counters["median_us"] = a * 1e6;
+  st.counters["auto_us"] = a * 1e6;
+  st.counters["best_us"] = best * 1e6;
+  st.counters["auto_best"] = best > 0 ? a / best : 0;
+  std::string const chosen = rs[n - 1].final_label ? rs[n - 1].final_label() : rs[n - 1].label;
+  st.SetLabel(chosen + " best=" + (best_i < n ? to_string(bs[best_i]) : "none"));
+}
+
 } // namespace
 
 std::vector<backend> bench_backends() {
@@ -315,13 +379,9 @@ void register_scenario(scenario_spec const& spec) {
       runner r;
       std::string err;
       double const plan_t0 = MPI_Wtime();
-      try {
-        r = s->make_runner(b);
-      } catch (std::exception const& e) {
-        err = e.what();
-      }
+      bool const built = build_runner(*s, b, r, err);
       double const plan_seconds = MPI_Wtime() - plan_t0;
-      if (!all_ok(s->comm(), err.empty())) {
+      if (!built) {
         st.SkipWithError(err.empty() ? "plan failed on another rank" : err.c_str());
         return;
       }
@@ -376,72 +436,5 @@ void register_scenario(scenario_spec const& spec) {
   add(spec.name + "/auto_vs_best", spec.iterations,
       [spec](benchmark::State& st) { auto_vs_best(st, spec); });
 }
-
-namespace {
-
-// `auto` and every host backend of the scenario timed in one loop, interleaved round by round:
-// the auto / best ratio measured under the same conditions for all of them.
-void auto_vs_best(benchmark::State& st, scenario_spec const& spec) {
-  scenario* s = current(spec, st);
-  if (!s) return;
-  MPI_Comm const comm = s->comm();
-  std::vector<backend> const bs = bench_backends(); // the explicit ones, then automatic
-  std::size_t const n = bs.size();
-  std::vector<runner> rs(n);
-  std::vector<char> ok(n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::string err;
-    try {
-      rs[i] = s->make_runner(bs[i]);
-    } catch (std::exception const& e) {
-      err = e.what();
-    }
-    ok[i] = all_ok(comm, err.empty()) ? 1 : 0; // a backend this build or MPI lacks: left out
-  }
-  if (!ok[n - 1]) {
-    st.SkipWithError("the automatic plan could not be built");
-    return;
-  }
-  for (std::size_t i = 0; i < n; ++i)
-    if (ok[i]) rs[i].op();
-  // One round runs every plan once, in an order shuffled anew each round (the same on every
-  // rank: one seed), so that a load change, a machine switching between slow and fast periods,
-  // or whatever one plan leaves behind for the next lands on all of them alike. (With a fixed
-  // rotation `auto` always ran right after the same backend, and two plans of one backend read
-  // 1.14-1.21x apart.)
-  std::vector<std::vector<double>> t(n);
-  std::vector<std::size_t> order(n);
-  std::mt19937 shuffle_rng(12345);
-  for (auto _ : st) {
-    double auto_t = 0;
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::shuffle(order.begin(), order.end(), shuffle_rng);
-    for (std::size_t i : order) {
-      if (!ok[i]) continue;
-      rs[i].op(); // untimed: each timed run finds its own buffers warm, as in the other entries
-      double const x = time_once(comm, rs[i].op);
-      t[i].push_back(x);
-      if (i == n - 1) auto_t = x;
-    }
-    st.SetIterationTime(auto_t);
-  }
-  double best = 0;
-  std::size_t best_i = n;
-  for (std::size_t i = 0; i + 1 < n; ++i) {
-    if (!ok[i] || t[i].empty()) continue;
-    double const m = summarize(t[i]).median;
-    if (best_i == n || m < best) best = m, best_i = i;
-  }
-  double const a = summarize(t[n - 1]).median;
-  describe(st, *s);
-  st.counters["median_us"] = a * 1e6;
-  st.counters["auto_us"] = a * 1e6;
-  st.counters["best_us"] = best * 1e6;
-  st.counters["auto_best"] = best > 0 ? a / best : 0;
-  std::string const chosen = rs[n - 1].final_label ? rs[n - 1].final_label() : rs[n - 1].label;
-  st.SetLabel(chosen + " best=" + (best_i < n ? to_string(bs[best_i]) : "none"));
-}
-
-} // namespace
 
 } // namespace halox::bench
