@@ -219,16 +219,16 @@ void plan_engine::wait(void* stream) {
   e->wait(stream);
   double const took = rc_.spent + (recheck_clock() - t);
   auto const& hooks = test_hooks();
-  if (rc_.state == recheck_state::phase::pending) {
-    rc_.times[static_cast<std::size_t>(rc_.done)] =
-        took + exec_skew(e->kind(), hooks.skew ? hooks.skew(e->kind(), rc_.done) : 0.0);
-    ++rc_.executions;
+  bool const rechecking = rc_.state == recheck_state::phase::pending;
+  double const skew = rechecking && hooks.skew ? hooks.skew(e->kind(), rc_.done) : 0.0;
+  double const x = took + exec_skew(e->kind(), skew);
+  long long const n = rc_.executions++;
+  if (rechecking) {
+    rc_.times[static_cast<std::size_t>(rc_.done)] = x;
     if (++rc_.done == recheck_executions) recheck_decide();
     return;
   }
-  rc_.recent[static_cast<std::size_t>(rc_.executions % watch_window)] =
-      took + exec_skew(e->kind(), 0.0);
-  ++rc_.executions;
+  rc_.recent[static_cast<std::size_t>(n % watch_window)] = x;
   rc_.filled = std::min(rc_.filled + 1, watch_window);
   if (++rc_.since >= rc_.period && rc_.filled == watch_window) watch_decide();
 }

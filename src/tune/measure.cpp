@@ -353,7 +353,7 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
     }
     for (; w < warm; ++w) run(*execs[i], w % 2);
     contestant c;
-    c.b = m.candidates[i].b;
+    c.b = b;
     race.push_back(c);
     cand_of.push_back(static_cast<int>(i));
     count(tune_event::candidate_timed);

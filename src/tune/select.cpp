@@ -66,6 +66,13 @@ constexpr double watch_min_seconds = 20e-6;
 // Runner-up medians within this fraction of the choice's are a close call: re-checked.
 constexpr double recheck_close = 0.10;
 
+// The entry of backend `b` in `c`, or null.
+candidate_result const* find_candidate(std::vector<candidate_result> const& c, backend b) {
+  for (auto const& r : c)
+    if (r.b == b) return &r;
+  return nullptr;
+}
+
 // Whether the plan re-checks `chosen` against the runner-up in its first executions, and
 // whether it watches the choice afterwards: only for host memory (both time start/wait on the
 // host, which does not cover a device stream's work). The first re-check by mode (`on`: only
@@ -86,9 +93,8 @@ void plan_recheck(selection& sel, tune_settings const& set, memory_space mem, bo
     return;
   }
   candidate_result const& runner = sel.candidates[static_cast<std::size_t>(runner_index)];
-  double chosen_median = 0.0;
-  for (auto const& c : sel.candidates)
-    if (c.b == sel.chosen) chosen_median = c.median;
+  candidate_result const* const chosen = find_candidate(sel.candidates, sel.chosen);
+  double const chosen_median = chosen ? chosen->median : 0.0;
   // A close call is re-checked even when the intervals separated: the race ran on scratch
   // buffers right after the executors were built, and two backends within a few percent there
   // can be far apart on the caller's buffers (ucx_iov vs mpi_datatype: 18.5 vs 17.5 us in the
@@ -188,9 +194,8 @@ selection select_backend(backend requested, schedule const& s, exec_config const
         !backend_available(e.candidates[static_cast<std::size_t>(runner)].b, cfg.memory))
       runner = -1;
     bool separated = true;
-    for (auto const& c : e.candidates)
-      if (c.b == e.chosen && runner >= 0)
-        separated = intervals_separated(c, e.candidates[static_cast<std::size_t>(runner)]);
+    if (auto const* c = find_candidate(e.candidates, e.chosen); c && runner >= 0)
+      separated = intervals_separated(*c, e.candidates[static_cast<std::size_t>(runner)]);
     plan_recheck(sel, set, cfg.memory, separated, runner);
     if (log)
       tune_log("halox: backend " + std::string(to_string(sel.chosen)) + " for " + key_text +
