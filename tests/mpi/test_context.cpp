@@ -50,6 +50,13 @@ using halox::test::world_size;
 
 constexpr index_t rows = 9, cols = 7;
 
+// C++ allocations of this process while `run` runs.
+template <class F> long allocations_during(F&& run) {
+  long const before = g_news.load();
+  run();
+  return g_news.load() - before;
+}
+
 std::vector<int> near_square(int p) {
   int a = 1;
   for (int k = 1; k * k <= p; ++k)
@@ -317,9 +324,9 @@ TEST(Workspace, ExecutionAllocatesNothing) {
     r.execute(vx, vy);
     r.execute_inverse(vy, vx);
     auto count = [&](char const* what, auto&& run) {
-      long const before = g_news.load();
-      for (int k = 0; k < 5; ++k) run();
-      long const during = g_news.load() - before;
+      long const during = allocations_during([&] {
+        for (int k = 0; k < 5; ++k) run();
+      });
       EXPECT_EQ(during, 0) << to_string(b) << " " << what << " allocated " << during
                            << " times in 5 executions";
     };
@@ -358,12 +365,12 @@ TEST(Workspace, AutomaticRecheckAllocatesNothing) {
     h.execute(vx);
     h.execute(vx);
     h.execute_reverse(vx, reduce_op::max);
-    long const before = g_news.load();
-    for (int k = 0; k < 12; ++k) {
-      h.execute(vx);
-      if (k == 3) h.execute_reverse(vx, reduce_op::max); // before the decision: the same choice
-    }
-    long const during = g_news.load() - before;
+    long const during = allocations_during([&] {
+      for (int k = 0; k < 12; ++k) {
+        h.execute(vx);
+        if (k == 3) h.execute_reverse(vx, reduce_op::max); // before the decision: same choice
+      }
+    });
     EXPECT_EQ(during, 0) << mode << ": the re-check allocated " << during << " times";
     std::string const d = h.describe();
     bool const switched = d.find("re-check switched") != std::string::npos;
@@ -405,9 +412,9 @@ TEST(Workspace, WatchAndTheReCheckItStartsAllocateNothing) {
   tensor_view const vx(t, x);
   h.execute(vx);
   h.execute_reverse(vx, reduce_op::max);
-  long const before = g_news.load();
-  for (int k = 0; k < 40; ++k) h.execute(vx);
-  long const during = g_news.load() - before;
+  long const during = allocations_during([&] {
+    for (int k = 0; k < 40; ++k) h.execute(vx);
+  });
   EXPECT_EQ(during, 0) << "the watch and its re-check allocated " << during << " times";
   std::string const d = h.describe();
   EXPECT_NE(d.find("re-check switched from mpi_persistent to mpi_pack (the watch saw"),
