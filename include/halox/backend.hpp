@@ -24,10 +24,13 @@ enum class backend {
   nccl,                ///< device buffers: CUDA pack + ncclSend/ncclRecv on the stream
   device_mpi_datatype, ///< device buffers given to MPI with derived datatypes (to expose how an
                        ///< MPI's datatype engine handles GPU memory)
-  ucx,    ///< host buffers, UCX (UCP tag messages) without MPI: halox packs each peer's regions
-          ///< into one message; single contiguous regions go in place (builds with UCX)
-  ucx_iov ///< like ucx, but multi-region messages go as UCP iov lists straight from/to the
-          ///< tensor, no packing (a combining reverse exchange still unpacks what it receives)
+  ucx,     ///< host buffers, UCX (UCP tag messages) without MPI: halox packs each peer's regions
+           ///< into one message; single contiguous regions go in place (builds with UCX)
+  ucx_iov, ///< like ucx, but multi-region messages go as UCP iov lists straight from/to the
+           ///< tensor, no packing (a combining reverse exchange still unpacks what it receives)
+  cma ///< host buffers of processes on one node (Linux): each receiver reads its message straight
+      ///< from the sender's tensor into its own with process_vm_readv (iov lists on both sides,
+      ///< one copy, no packing); MPI carries only the buffer addresses and a "read" notice
 };
 
 /// Name of a backend ("mpi_pack", ...).

@@ -6,12 +6,20 @@
 namespace halox {
 
 namespace {
-constexpr backend all_backends[] = {
-    backend::automatic,      backend::mpi_datatype,        backend::mpi_pack,
-    backend::mpi_persistent, backend::mpi_neighbor,        backend::alltoallv,
-    backend::alltoallw,      backend::cuda_aware_mpi,      backend::staged_mpi,
-    backend::nccl,           backend::device_mpi_datatype, backend::ucx,
-    backend::ucx_iov};
+constexpr backend all_backends[] = {backend::automatic,
+                                    backend::mpi_datatype,
+                                    backend::mpi_pack,
+                                    backend::mpi_persistent,
+                                    backend::mpi_neighbor,
+                                    backend::alltoallv,
+                                    backend::alltoallw,
+                                    backend::cuda_aware_mpi,
+                                    backend::staged_mpi,
+                                    backend::nccl,
+                                    backend::device_mpi_datatype,
+                                    backend::ucx,
+                                    backend::ucx_iov,
+                                    backend::cma};
 }
 
 char const* to_string(backend b) noexcept {
@@ -29,6 +37,7 @@ char const* to_string(backend b) noexcept {
   case backend::device_mpi_datatype: return "device_mpi_datatype";
   case backend::ucx: return "ucx";
   case backend::ucx_iov: return "ucx_iov";
+  case backend::cma: return "cma";
   }
   return "unknown";
 }

@@ -12,6 +12,9 @@
 #if HALOX_HAS_UCX
 #include "exec/ucx/ucx_executor.hpp"
 #endif
+#if HALOX_HAS_CMA
+#include "exec/cma/cma_executor.hpp"
+#endif
 
 namespace halox::detail {
 
@@ -30,6 +33,10 @@ bool backend_available(backend b, memory_space mem) noexcept {
   // kernels in front of it, which this backend does not have.
   case backend::ucx:
   case backend::ucx_iov: return host;
+#endif
+#if HALOX_HAS_CMA
+  // Host memory only: process_vm_readv reads another process's virtual memory, not a GPU's.
+  case backend::cma: return host;
 #endif
 #if HALOX_HAS_CUDA
   case backend::cuda_aware_mpi:
@@ -56,6 +63,9 @@ std::unique_ptr<executor> make_executor(backend b, schedule const& s, exec_confi
 #if HALOX_HAS_UCX
   case backend::ucx: return make_ucx_executor(s, cfg, false);
   case backend::ucx_iov: return make_ucx_executor(s, cfg, true);
+#endif
+#if HALOX_HAS_CMA
+  case backend::cma: return make_cma_executor(s, cfg);
 #endif
 #if HALOX_HAS_CUDA
   case backend::cuda_aware_mpi:

@@ -360,4 +360,25 @@ std::size_t region_byte_offset(schedule const& s, region const& r) {
   return static_cast<std::size_t>(make_region(r.b, sl.strides.data()).offset) * sl.elem_size;
 }
 
+std::size_t append_runs(schedule const& s, message const& m, std::vector<run_ref>& out) {
+  std::size_t const first = out.size();
+  for (auto const& reg : m.regions) {
+    auto const& sl = s.slots[static_cast<std::size_t>(reg.slot)];
+    strided_region const r = make_region(reg.b, sl.strides.data());
+    auto const bytes = static_cast<std::size_t>(r.run) * sl.elem_size;
+    if (bytes == 0) continue;
+    index_t const nruns = r.runs();
+    for (index_t k = 0; k < nruns; ++k) {
+      auto const off = static_cast<std::size_t>(r.run_offset(k)) * sl.elem_size;
+      if (out.size() > first && out.back().slot == reg.slot &&
+          out.back().offset + out.back().bytes == off) {
+        out.back().bytes += bytes;
+        continue;
+      }
+      out.push_back({reg.slot, off, bytes});
+    }
+  }
+  return out.size() - first;
+}
+
 } // namespace halox::detail

@@ -6,8 +6,21 @@
 #include "plan/schedule.hpp"
 
 #include <cstddef>
+#include <vector>
 
 namespace halox::detail {
+
+/// One contiguous run of a slot buffer.
+struct run_ref {
+  int slot = 0;
+  std::size_t offset = 0; ///< bytes from the slot's base
+  std::size_t bytes = 0;
+};
+
+/// Appends the contiguous runs of `m`'s regions to `out`, in the message's byte order; runs that
+/// continue each other (a region ending where the next one starts) become one. Returns how many
+/// runs it appended.
+std::size_t append_runs(schedule const& s, message const& m, std::vector<run_ref>& out);
 
 /// Packs `m`'s regions from the slot buffers `bufs` into `out` (m.bytes bytes).
 void pack_message(schedule const& s, message const& m, void const* const* bufs, std::byte* out);

@@ -28,13 +28,6 @@ enum class how : std::uint8_t {
   iov      // UCP iov list of the regions' contiguous runs
 };
 
-// One contiguous run of a slot buffer.
-struct run_ref {
-  int slot = 0;
-  std::size_t offset = 0; // bytes from the slot's base
-  std::size_t bytes = 0;
-};
-
 struct msg_plan {
   int peer = -1;
   std::size_t bytes = 0;
@@ -252,24 +245,7 @@ private:
     if (!iov_) return p;
     p.mode = how::iov;
     p.first = runs_.size();
-    for (auto const& reg : m.regions) {
-      auto const& sl = sched_.slots[static_cast<std::size_t>(reg.slot)];
-      strided_region const r = make_region(reg.b, sl.strides.data());
-      auto const bytes = static_cast<std::size_t>(r.run) * sl.elem_size;
-      if (bytes == 0) continue;
-      index_t const nruns = r.runs();
-      for (index_t k = 0; k < nruns; ++k) {
-        auto const off = static_cast<std::size_t>(r.run_offset(k)) * sl.elem_size;
-        // Runs that continue each other (a region ending where the next one starts) are one.
-        if (runs_.size() > p.first && runs_.back().slot == reg.slot &&
-            runs_.back().offset + runs_.back().bytes == off) {
-          runs_.back().bytes += bytes;
-          continue;
-        }
-        runs_.push_back({reg.slot, off, bytes});
-      }
-    }
-    p.runs = runs_.size() - p.first;
+    p.runs = append_runs(sched_, m, runs_);
     return p;
   }
 

@@ -1,0 +1,175 @@
+// The cma backend beyond the oracle sweeps (which run it through host_backends()): buffers that
+// move between executions (their addresses travel with every exchange), several tensors of
+// different types in one message, two plans in flight at once, and a rank that may not read
+// its peers' memory.
+#include "support/mpi_helpers.hpp"
+
+#include <halox/config.hpp>
+#include <halox/halox.hpp>
+#if HALOX_HAS_CMA
+#include "exec/cma/cma_executor.hpp"
+#endif
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace halox;
+using halox::test::world_rank;
+using halox::test::world_size;
+
+bool offered(backend b) {
+  auto const v = host_backends();
+  return std::find(v.begin(), v.end(), b) != v.end();
+}
+
+std::vector<int> near_square(int p) {
+  int a = 1;
+  for (int k = 1; k * k <= p; ++k)
+    if (p % k == 0) a = k;
+  return {a, p / a};
+}
+
+// Halos of width `halo` on a periodic 2-D grid: messages of several strided regions.
+tensor_desc make_tensor(dtype type, std::vector<index_t> shape, index_t halo) {
+  process_grid g(MPI_COMM_WORLD, near_square(world_size()));
+  return tensor_desc(g, shape, type,
+                     {dim_options::halo(halo, true), dim_options::halo(halo, true)});
+}
+
+template <class T> std::vector<T> numbered(tensor_desc const& t, int salt) {
+  std::vector<T> x(t.local_elements());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<T>((world_rank() + 1) * 1000 + salt * 100000 + static_cast<int>(i % 997));
+  return x;
+}
+
+TEST(Cma, OfferedForHostMemoryOnLinux) {
+  EXPECT_EQ(backend_from_string("cma"), backend::cma);
+  EXPECT_STREQ(to_string(backend::cma), "cma");
+  EXPECT_EQ(offered(backend::cma), HALOX_HAS_CMA != 0);
+  for (backend b : device_backends()) EXPECT_NE(b, backend::cma);
+#if !HALOX_HAS_CMA
+  tensor_desc const t = make_tensor(dtype::float64, {8, 8}, 1);
+  halo_options o;
+  o.method = backend::cma;
+  halox::test::expect_error_everywhere([&] { halo_plan p(t, o); }, errc::unsupported,
+                                       "not available");
+#endif
+}
+
+// Every execution may pass other buffers: the receiver reads from wherever the sender's tensor
+// is this time. Two tensors of different element types travel in one message per peer.
+TEST(Cma, BuffersThatMoveBetweenExecutionsAndTwoTensorsPerMessageMatchMpiPack) {
+  if (!offered(backend::cma)) GTEST_SKIP() << "cma is not in this build";
+  tensor_desc const t = make_tensor(dtype::float64, {13, 11}, 2);
+  tensor_desc const u = make_tensor(dtype::uint8, {13, 11}, 1);
+  halo_options o, ref;
+  o.method = backend::cma;
+  ref.method = backend::mpi_pack;
+  halo_plan p({t, u}, o), pr({t, u}, ref);
+  EXPECT_EQ(p.selected_backend(), backend::cma);
+  for (int round = 0; round < 3; ++round) {
+    // Fresh vectors every round: new addresses on every rank.
+    auto x = numbered<double>(t, round), xr = x;
+    auto y = numbered<std::uint8_t>(u, round + 7), yr = y;
+    p.execute({tensor_view(t, x), tensor_view(u, y)});
+    pr.execute({tensor_view(t, xr), tensor_view(u, yr)});
+    EXPECT_EQ(x, xr) << "round " << round;
+    EXPECT_EQ(y, yr) << "round " << round;
+    // The reverse exchange combines: what is read lands in the workspace and is summed in.
+    p.execute_reverse({tensor_view(t, x), tensor_view(u, y)}, reduce_op::sum);
+    pr.execute_reverse({tensor_view(t, xr), tensor_view(u, yr)}, reduce_op::sum);
+    EXPECT_EQ(x, xr) << "round " << round << " reverse";
+    EXPECT_EQ(y, yr) << "round " << round << " reverse";
+  }
+}
+
+// Two plans of one context in flight together, completed in the opposite order, and a
+// redistribution whose rows become columns (each run a row segment on one side, a column's
+// worth of runs on the other).
+TEST(Cma, PlansInFlightTogetherAndATransposeMatchMpiPack) {
+  if (!offered(backend::cma)) GTEST_SKIP() << "cma is not in this build";
+  context ctx(MPI_COMM_WORLD);
+  tensor_desc const t = make_tensor(dtype::float32, {12, 10}, 1);
+  tensor_desc const u = make_tensor(dtype::int32, {9, 14}, 2);
+  halo_options o, ref;
+  o.method = backend::cma;
+  ref.method = backend::mpi_pack;
+  halo_plan p(ctx, t, o), q(ctx, u, o), pr(ctx, t, ref), qr(ctx, u, ref);
+  auto x = numbered<float>(t, 1), xr = x;
+  auto y = numbered<std::int32_t>(u, 2), yr = y;
+  p.start(tensor_view(t, x));
+  q.start(tensor_view(u, y));
+  q.wait();
+  p.wait();
+  pr.execute(tensor_view(t, xr));
+  qr.execute(tensor_view(u, yr));
+  EXPECT_EQ(x, xr);
+  EXPECT_EQ(y, yr);
+
+  int const n = world_size();
+  process_grid rows(MPI_COMM_WORLD, {n, 1}), cols(MPI_COMM_WORLD, {1, n});
+  tensor_desc const a(rows, {37, 29}, dtype::float64), b(cols, {37, 29}, dtype::float64);
+  redistribute_options ro, rr;
+  ro.method = backend::cma;
+  rr.method = backend::mpi_pack;
+  redistribute_plan rp(ctx, a, b, ro), rpr(ctx, a, b, rr);
+  auto src = numbered<double>(a, 3);
+  std::vector<double> dst(b.local_elements(), -1.0), dstr = dst;
+  rp.execute(tensor_view(a, src), tensor_view(b, dst));
+  rpr.execute(tensor_view(a, src), tensor_view(b, dstr));
+  EXPECT_EQ(dst, dstr);
+  std::vector<double> back(a.local_elements(), -2.0);
+  rp.execute_inverse(tensor_view(b, dst), tensor_view(a, back));
+  EXPECT_EQ(back, src);
+}
+
+#if HALOX_HAS_CMA
+// A rank that may not read its peer's memory (here made to see EPERM, as under
+// kernel.yama.ptrace_scope=1 without CAP_SYS_PTRACE): a clear error on every rank that names
+// both ranks, the reason and the way out; automatic selection passes over cma.
+TEST(Cma, ARefusedReadIsAClearErrorEverywhereAndAutoPassesOverIt) {
+  if (!offered(backend::cma)) GTEST_SKIP() << "cma is not in this build";
+  if (world_size() < 2) GTEST_SKIP() << "one rank reads nobody's memory";
+  context ctx(MPI_COMM_WORLD);
+  tensor_desc const t = make_tensor(dtype::float32, {8, 6}, 1);
+  halo_options o;
+  o.method = backend::cma;
+  o.timeout_seconds = 30;
+  detail::cma_refuse_reads_once(1);
+  halox::test::expect_error_everywhere([&] { halo_plan p(ctx, t, o); }, errc::unsupported,
+                                       "backend cma cannot run here: rank 1 cannot read the "
+                                       "memory of rank ");
+  detail::cma_refuse_reads_once(1);
+  try {
+    halo_plan p(ctx, t, o);
+    ADD_FAILURE() << "cma was built although rank 1 may not read";
+  } catch (halox::error const& e) {
+    for (std::string const s : {"process_vm_readv", "Operation not permitted", "ptrace",
+                                "CAP_SYS_PTRACE", "use another backend"})
+      EXPECT_NE(e.message().find(s), std::string::npos)
+          << "expected \"" << s << "\" in " << e.what();
+  }
+  // A shape no other test tunes, so that the decision is measured here and not cached.
+  tensor_desc const v = make_tensor(dtype::float32, {23, 7}, 1);
+  halo_options a;
+  a.method = backend::automatic;
+  a.timeout_seconds = 30;
+  detail::cma_refuse_reads_once(1);
+  halo_plan p(ctx, v, a);
+  EXPECT_NE(p.selected_backend(), backend::cma);
+  EXPECT_NE(p.describe().find("cma unavailable"), std::string::npos) << p.describe();
+  detail::cma_refuse_reads_once(-1);
+  std::vector<float> x(v.local_elements(), 1.0f);
+  p.execute(tensor_view(v, x));
+}
+#endif
+
+} // namespace
