@@ -44,6 +44,7 @@ std::string build_info() {
 #else
   os << ", UCX: no";
 #endif
+  os << ", cma: " << (HALOX_HAS_CMA ? "yes" : "no");
   os << "\n";
 #if HALOX_HAS_HWLOC
   hwloc_topology_t topo;
