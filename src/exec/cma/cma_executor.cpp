@@ -90,13 +90,18 @@ std::string read_failure(int err, long pid) {
 
 using clock_type = std::chrono::steady_clock;
 
-// Posts nothing; completes `req` within `timeout` seconds (0: unbounded) or records why not.
+// Completes `req` within `timeout` seconds (0: unbounded), or cancels it and records why not: a
+// request left pending would match a later message of the plan's tag.
 bool complete_bounded(MPI_Request& req, double timeout, std::string& fail, char const* what) {
   try {
     wait_bounded(req, timeout, what);
     return true;
   } catch (error const& e) {
     if (fail.empty()) fail = e.message();
+    if (req != MPI_REQUEST_NULL) {
+      MPI_Cancel(&req);
+      MPI_Request_free(&req);
+    }
     return false;
   }
 }
