@@ -2,7 +2,7 @@
 // move between executions (their addresses travel with every exchange), several tensors of
 // different types in one message, two plans in flight at once, and a rank that may not read
 // its peers' memory.
-#include "support/mpi_helpers.hpp"
+#include "support/backend_tests.hpp"
 
 #include <halox/config.hpp>
 #include <halox/halox.hpp>
@@ -21,34 +21,10 @@
 namespace {
 
 using namespace halox;
-using halox::test::world_rank;
+using halox::test::numbered;
+using halox::test::offered;
+using halox::test::periodic_2d_tensor;
 using halox::test::world_size;
-
-bool offered(backend b) {
-  auto const v = host_backends();
-  return std::find(v.begin(), v.end(), b) != v.end();
-}
-
-std::vector<int> near_square(int p) {
-  int a = 1;
-  for (int k = 1; k * k <= p; ++k)
-    if (p % k == 0) a = k;
-  return {a, p / a};
-}
-
-// Halos of width `halo` on a periodic 2-D grid: messages of several strided regions.
-tensor_desc make_tensor(dtype type, std::vector<index_t> shape, index_t halo) {
-  process_grid g(MPI_COMM_WORLD, near_square(world_size()));
-  return tensor_desc(g, shape, type,
-                     {dim_options::halo(halo, true), dim_options::halo(halo, true)});
-}
-
-template <class T> std::vector<T> numbered(tensor_desc const& t, int salt) {
-  std::vector<T> x(t.local_elements());
-  for (std::size_t i = 0; i < x.size(); ++i)
-    x[i] = static_cast<T>((world_rank() + 1) * 1000 + salt * 100000 + static_cast<int>(i % 997));
-  return x;
-}
 
 TEST(Cma, OfferedForHostMemoryOnLinux) {
   EXPECT_EQ(backend_from_string("cma"), backend::cma);
@@ -56,7 +32,7 @@ TEST(Cma, OfferedForHostMemoryOnLinux) {
   EXPECT_EQ(offered(backend::cma), HALOX_HAS_CMA != 0);
   for (backend b : device_backends()) EXPECT_NE(b, backend::cma);
 #if !HALOX_HAS_CMA
-  tensor_desc const t = make_tensor(dtype::float64, {8, 8}, 1);
+  tensor_desc const t = periodic_2d_tensor(dtype::float64, {8, 8}, 1);
   halo_options o;
   o.method = backend::cma;
   halox::test::expect_error_everywhere([&] { halo_plan p(t, o); }, errc::unsupported,
@@ -68,8 +44,8 @@ TEST(Cma, OfferedForHostMemoryOnLinux) {
 // is this time. Two tensors of different element types travel in one message per peer.
 TEST(Cma, BuffersThatMoveBetweenExecutionsAndTwoTensorsPerMessageMatchMpiPack) {
   if (!offered(backend::cma)) GTEST_SKIP() << "cma is not in this build";
-  tensor_desc const t = make_tensor(dtype::float64, {13, 11}, 2);
-  tensor_desc const u = make_tensor(dtype::uint8, {13, 11}, 1);
+  tensor_desc const t = periodic_2d_tensor(dtype::float64, {13, 11}, 2);
+  tensor_desc const u = periodic_2d_tensor(dtype::uint8, {13, 11}, 1);
   halo_options o, ref;
   o.method = backend::cma;
   ref.method = backend::mpi_pack;
@@ -97,8 +73,8 @@ TEST(Cma, BuffersThatMoveBetweenExecutionsAndTwoTensorsPerMessageMatchMpiPack) {
 TEST(Cma, PlansInFlightTogetherAndATransposeMatchMpiPack) {
   if (!offered(backend::cma)) GTEST_SKIP() << "cma is not in this build";
   context ctx(MPI_COMM_WORLD);
-  tensor_desc const t = make_tensor(dtype::float32, {12, 10}, 1);
-  tensor_desc const u = make_tensor(dtype::int32, {9, 14}, 2);
+  tensor_desc const t = periodic_2d_tensor(dtype::float32, {12, 10}, 1);
+  tensor_desc const u = periodic_2d_tensor(dtype::int32, {9, 14}, 2);
   halo_options o, ref;
   o.method = backend::cma;
   ref.method = backend::mpi_pack;
@@ -139,7 +115,7 @@ TEST(Cma, ARefusedReadIsAClearErrorEverywhereAndAutoPassesOverIt) {
   if (!offered(backend::cma)) GTEST_SKIP() << "cma is not in this build";
   if (world_size() < 2) GTEST_SKIP() << "one rank reads nobody's memory";
   context ctx(MPI_COMM_WORLD);
-  tensor_desc const t = make_tensor(dtype::float32, {8, 6}, 1);
+  tensor_desc const t = periodic_2d_tensor(dtype::float32, {8, 6}, 1);
   halo_options o;
   o.method = backend::cma;
   o.timeout_seconds = 30;
@@ -158,7 +134,7 @@ TEST(Cma, ARefusedReadIsAClearErrorEverywhereAndAutoPassesOverIt) {
           << "expected \"" << s << "\" in " << e.what();
   }
   // A shape no other test tunes, so that the decision is measured here and not cached.
-  tensor_desc const v = make_tensor(dtype::float32, {23, 7}, 1);
+  tensor_desc const v = periodic_2d_tensor(dtype::float32, {23, 7}, 1);
   halo_options a;
   a.method = backend::automatic;
   a.timeout_seconds = 30;

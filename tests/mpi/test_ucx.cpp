@@ -1,7 +1,7 @@
 // The ucx and ucx_iov backends beyond the oracle sweeps (which run them through host_backends()):
 // availability, several plans of one context (one UCX worker) in flight at once, and a UCX that
 // cannot start or cannot reach a peer, which tests/CMakeLists.txt runs with HALOX_UCX_TLS set.
-#include "support/mpi_helpers.hpp"
+#include "support/backend_tests.hpp"
 
 #include <halox/config.hpp>
 #include <halox/halox.hpp>
@@ -18,39 +18,15 @@
 namespace {
 
 using namespace halox;
-using halox::test::world_rank;
+using halox::test::numbered;
+using halox::test::offered;
+using halox::test::periodic_2d_tensor;
 using halox::test::world_size;
-
-bool offered(backend b) {
-  auto const v = host_backends();
-  return std::find(v.begin(), v.end(), b) != v.end();
-}
 
 // The UCX settings the environment ctests give halox's UCX (nullptr: a normal run).
 char const* bad_tls() {
   char const* v = std::getenv("HALOX_UCX_TLS");
   return v && (std::strcmp(v, "nonexistent") == 0 || std::strcmp(v, "self") == 0) ? v : nullptr;
-}
-
-std::vector<int> near_square(int p) {
-  int a = 1;
-  for (int k = 1; k * k <= p; ++k)
-    if (p % k == 0) a = k;
-  return {a, p / a};
-}
-
-// Halos of width 2 on a periodic 2-D grid: messages of several non-contiguous regions.
-tensor_desc make_tensor(dtype type, std::vector<index_t> shape, index_t halo) {
-  process_grid g(MPI_COMM_WORLD, near_square(world_size()));
-  return tensor_desc(g, shape, type,
-                     {dim_options::halo(halo, true), dim_options::halo(halo, true)});
-}
-
-template <class T> std::vector<T> numbered(tensor_desc const& t, int salt) {
-  std::vector<T> x(t.local_elements());
-  for (std::size_t i = 0; i < x.size(); ++i)
-    x[i] = static_cast<T>((world_rank() + 1) * 1000 + salt * 100000 + static_cast<int>(i % 997));
-  return x;
 }
 
 TEST(Ucx, OfferedForHostMemoryInUcxBuilds) {
@@ -62,7 +38,7 @@ TEST(Ucx, OfferedForHostMemoryInUcxBuilds) {
   EXPECT_EQ(offered(backend::ucx_iov), HALOX_HAS_UCX != 0);
   for (backend b : device_backends()) EXPECT_TRUE(b != backend::ucx && b != backend::ucx_iov);
 #if !HALOX_HAS_UCX
-  tensor_desc const t = make_tensor(dtype::float64, {8, 8}, 1);
+  tensor_desc const t = periodic_2d_tensor(dtype::float64, {8, 8}, 1);
   halo_options o;
   o.method = backend::ucx;
   halox::test::expect_error_everywhere([&] { halo_plan p(t, o); }, errc::unsupported,
@@ -76,8 +52,8 @@ TEST(Ucx, PlansOfOneContextInFlightTogetherMatchMpiPack) {
   if (!offered(backend::ucx) || bad_tls()) GTEST_SKIP() << "needs a working UCX";
   for (backend b : {backend::ucx, backend::ucx_iov}) {
     context ctx(MPI_COMM_WORLD);
-    tensor_desc const t = make_tensor(dtype::float64, {12, 10}, 2);
-    tensor_desc const u = make_tensor(dtype::int32, {9, 14}, 1);
+    tensor_desc const t = periodic_2d_tensor(dtype::float64, {12, 10}, 2);
+    tensor_desc const u = periodic_2d_tensor(dtype::int32, {9, 14}, 1);
     halo_options o, ref;
     o.method = b;
     ref.method = backend::mpi_pack;
@@ -110,7 +86,7 @@ TEST(UcxEnvironment, UnusableUcxIsAClearErrorEverywhereAndAutoPassesOverIt) {
     GTEST_SKIP() << "run by the ucx_tls_* ctests with HALOX_UCX_TLS=nonexistent or self";
   if (world_size() < 2) GTEST_SKIP() << "with one rank UCX's self transport is enough";
   context ctx(MPI_COMM_WORLD);
-  tensor_desc const t = make_tensor(dtype::float32, {8, 8}, 1);
+  tensor_desc const t = periodic_2d_tensor(dtype::float32, {8, 8}, 1);
   std::string const call = std::strcmp(tls, "self") == 0 ? "ucp_ep_create" : "ucp_init";
   for (backend b : {backend::ucx, backend::ucx_iov}) {
     halo_options o;

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -121,14 +123,19 @@ INSTANTIATE_TEST_SUITE_P(PointToPoint, Watchdog,
                                            backend::mpi_persistent),
                          [](auto const& info) { return std::string(to_string(info.param)); });
 
-// The ucx backends wait in their own progress loop, with the same watchdog (builds with UCX).
-std::vector<backend> ucx_backends() {
+// Those of `want` this build offers.
+std::vector<backend> offered_among(std::initializer_list<backend> want) {
   std::vector<backend> out;
   for (backend b : host_backends())
-    if (b == backend::ucx || b == backend::ucx_iov) out.push_back(b);
+    if (std::find(want.begin(), want.end(), b) != want.end()) out.push_back(b);
   return out;
 }
-INSTANTIATE_TEST_SUITE_P(Ucx, Watchdog, ::testing::ValuesIn(ucx_backends()),
+// The ucx backends wait in their own progress loop (builds with UCX), cma for its senders'
+// addresses and its receivers' "read" notices (Linux builds): the same watchdog names the peers.
+INSTANTIATE_TEST_SUITE_P(Ucx, Watchdog,
+                         ::testing::ValuesIn(offered_among({backend::ucx, backend::ucx_iov})),
+                         [](auto const& info) { return std::string(to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Cma, Watchdog, ::testing::ValuesIn(offered_among({backend::cma})),
                          [](auto const& info) { return std::string(to_string(info.param)); });
 
 TEST(ExecuteCheck, BadBufferOnOneRankIsAnErrorEverywhere) {

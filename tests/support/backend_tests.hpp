@@ -1,0 +1,45 @@
+#pragma once
+// Helpers of the tests of single backends (ucx, cma): whether this build offers a backend, and
+// periodic 2-D tensors whose messages have several strided regions, filled with values that
+// differ per rank, per cell and per fill.
+
+#include "support/mpi_helpers.hpp"
+
+#include <halox/halox.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace halox::test {
+
+/// True when `b` is one of this build's host backends.
+inline bool offered(backend b) {
+  auto const v = host_backends();
+  return std::find(v.begin(), v.end(), b) != v.end();
+}
+
+/// The most square 2-D grid of `p` processes.
+inline std::vector<int> near_square(int p) {
+  int a = 1;
+  for (int k = 1; k * k <= p; ++k)
+    if (p % k == 0) a = k;
+  return {a, p / a};
+}
+
+/// A 2-D tensor on a near-square grid of MPI_COMM_WORLD, halos of width `halo`, periodic in both
+/// dimensions.
+inline tensor_desc periodic_2d_tensor(dtype type, std::vector<index_t> shape, index_t halo) {
+  process_grid g(MPI_COMM_WORLD, near_square(world_size()));
+  return tensor_desc(g, shape, type,
+                     {dim_options::halo(halo, true), dim_options::halo(halo, true)});
+}
+
+/// The local buffer of `t` with a value per rank, cell and `salt`.
+template <class T> std::vector<T> numbered(tensor_desc const& t, int salt) {
+  std::vector<T> x(t.local_elements());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<T>((world_rank() + 1) * 1000 + salt * 100000 + static_cast<int>(i % 997));
+  return x;
+}
+
+} // namespace halox::test
