@@ -42,4 +42,13 @@ template <class T> std::vector<T> numbered(tensor_desc const& t, int salt) {
   return x;
 }
 
+/// Expects asking for `b` (a backend missing from this build) to be an `unsupported` error on
+/// every rank.
+inline void expect_not_available(backend b) {
+  tensor_desc const t = periodic_2d_tensor(dtype::float64, {8, 8}, 1);
+  halo_options o;
+  o.method = b;
+  expect_error_everywhere([&] { halo_plan p(t, o); }, errc::unsupported, "not available");
+}
+
 } // namespace halox::test
