@@ -153,9 +153,9 @@ void split_calls(run_ref const* l, std::size_t nl, run_ref const* r, std::size_t
 struct recv_plan {
   int peer = -1;
   long pid = 0;
-  std::size_t slots = 0;     // the sender's slot count (words after the magic of its addresses)
+  std::size_t slots = 0;     // the sender's slots + 1 (its workspace): address words after magic
   std::size_t addr_area = 0; // workspace offset where the sender's addresses land
-  std::size_t landing = 0;   // workspace offset of the landing area (a combining exchange)
+  std::size_t landing = 0;   // workspace offset of the landing area (combining, or short runs)
   std::size_t first_call = 0, calls = 0;
   bool land = false; // always through the landing area (short runs here)
 };
