@@ -5,7 +5,6 @@
 #include <halox/error.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <string>
@@ -35,15 +34,6 @@ workspace_bases workspace_memory::bases() const noexcept {
 void workspace_memory::orphan() noexcept {
   for (auto& b : blocks_) b.orphan();
 }
-
-namespace {
-using clock_type = std::chrono::steady_clock;
-
-clock_type::time_point deadline_after(double seconds) {
-  return clock_type::now() +
-         std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
-}
-} // namespace
 
 void wait_bounded(MPI_Request& req, double timeout, char const* what) {
   if (timeout <= 0) {

@@ -16,11 +16,21 @@
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <vector>
 
 namespace halox::detail {
+
+/// The clock of the watchdog's deadlines.
+using clock_type = std::chrono::steady_clock;
+
+/// The time point `seconds` from now.
+inline clock_type::time_point deadline_after(double seconds) {
+  return clock_type::now() +
+         std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+}
 
 /// What every executor is built from.
 struct exec_config {

@@ -11,7 +11,6 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -46,18 +45,21 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t x) { return (h ^ x) * 109951162
 
 // Identity of this node's kernel: host name and boot id. Equal ids are necessary for cross-memory
 // attach, not sufficient (containers of one host with separate pid namespaces): the test read at
-// construction settles it.
+// construction settles it. Read once per process: every cma executor asks.
 std::uint64_t node_id() {
-  char host[256] = {};
-  (void)gethostname(host, sizeof host - 1);
-  std::string id = host;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string boot;
-  std::getline(f, boot);
-  id += '/' + boot;
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : id) h = mix(h, c);
-  return h;
+  static std::uint64_t const id = [] {
+    char host[256] = {};
+    (void)gethostname(host, sizeof host - 1);
+    std::string name = host;
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string boot;
+    std::getline(f, boot);
+    name += '/' + boot;
+    std::uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : name) h = mix(h, c);
+    return h;
+  }();
+  return id;
 }
 
 std::string ptrace_scope() {
@@ -87,8 +89,6 @@ std::string read_failure(int err, long pid) {
   default: return why;
   }
 }
-
-using clock_type = std::chrono::steady_clock;
 
 // Completes `req` within `timeout` seconds (0: unbounded), or cancels it and records why not: a
 // request left pending would match a later message of the plan's tag.
@@ -223,8 +223,7 @@ public:
       if (!complete_bounded(rreq[i], cfg_.timeout, fail, what)) continue;
       // The run list's length is whatever the peer sent: probe for it.
       MPI_Status st;
-      auto const until = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
-                                                 std::chrono::duration<double>(cfg_.timeout));
+      auto const until = deadline_after(cfg_.timeout);
       int found = 0;
       while (!found) {
         HALOX_MPI_CHECK(MPI_Iprobe(peer, cfg_.tag, cfg_.comm, &found, &st));

@@ -6,20 +6,12 @@
 #include <halox/error.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <string>
 
 namespace halox::detail {
 
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-clock_type::time_point deadline_after(double seconds) {
-  return clock_type::now() +
-         std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
-}
 
 // How one message leaves or lands.
 enum class how : std::uint8_t {
