@@ -1,5 +1,6 @@
 #include "core/device_select.hpp"
 #include "core/topology_probe.hpp"
+#include "exec/executor.hpp"
 
 #include <halox/config.hpp>
 #include <halox/detail/mpi_handle.hpp>
@@ -34,18 +35,11 @@ std::vector<std::string> visible_devices(std::string& problem) {
 
 // Every rank throws errc::unsupported with the message of the lowest rank that has a problem.
 void agree_on_problem(MPI_Comm comm, std::string const& problem) {
-  int rank = 0, size = 1;
-  HALOX_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  HALOX_MPI_CHECK(MPI_Comm_size(comm, &size));
-  int first = problem.empty() ? size : rank;
-  HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
-  if (first == size) return;
-  int len = rank == first ? static_cast<int>(problem.size()) : 0;
-  HALOX_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, first, comm));
-  std::string text = rank == first ? problem : std::string(static_cast<std::size_t>(len), ' ');
-  HALOX_MPI_CHECK(MPI_Bcast(text.data(), len, MPI_CHAR, first, comm));
-  throw error(errc::unsupported,
-              "choose_device: rank " + std::to_string(first) + " cannot choose a device: " + text);
+  auto const [first, text] =
+      detail::lowest_problem(problem, comm, 0.0, "choose_device (agreeing on the problems)");
+  if (first >= 0)
+    throw error(errc::unsupported, "choose_device: rank " + std::to_string(first) +
+                                       " cannot choose a device: " + text);
 }
 
 void put_list(std::vector<int>& out, std::vector<int> const& xs) {

@@ -63,6 +63,34 @@ void allreduce_bounded(void const* in, void* out, int n, MPI_Datatype type, MPI_
   wait_bounded(req, timeout, what);
 }
 
+std::string broadcast_text(std::string const& text, int root, MPI_Comm comm, double timeout,
+                           char const* what) {
+  int rank = 0;
+  HALOX_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  // Clamped, not checked: a rank that threw here would leave the others in the broadcast.
+  int n = rank == root ? static_cast<int>(std::min<std::size_t>(text.size(), INT_MAX)) : 0;
+  MPI_Request req = MPI_REQUEST_NULL;
+  HALOX_MPI_CHECK(MPI_Ibcast(&n, 1, MPI_INT, root, comm, &req));
+  wait_bounded(req, timeout, what);
+  std::string out = rank == root ? text.substr(0, static_cast<std::size_t>(n))
+                                 : std::string(static_cast<std::size_t>(n), '\0');
+  HALOX_MPI_CHECK(MPI_Ibcast(out.data(), n, MPI_CHAR, root, comm, &req));
+  wait_bounded(req, timeout, what);
+  return out;
+}
+
+std::pair<int, std::string> lowest_problem(std::string const& problem, MPI_Comm comm,
+                                           double timeout, char const* what) {
+  int rank = 0, size = 1;
+  HALOX_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  HALOX_MPI_CHECK(MPI_Comm_size(comm, &size));
+  int const mine = problem.empty() ? size : rank;
+  int first = size;
+  allreduce_bounded(&mine, &first, 1, MPI_INT, MPI_MIN, comm, timeout, what);
+  if (first == size) return {-1, std::string()};
+  return {first, broadcast_text(problem, first, comm, timeout, what)};
+}
+
 void executor::wait_all(std::size_t first, std::size_t n) {
   if (n == 0) return;
   if (cfg_.timeout <= 0) {

@@ -19,6 +19,8 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace halox::detail {
@@ -58,6 +60,16 @@ void wait_bounded(MPI_Request& req, double timeout, char const* what);
 /// MPI_IN_PLACE).
 void allreduce_bounded(void const* in, void* out, int n, MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm, double timeout, char const* what);
+
+/// Rank `root`'s `text` on every rank of `comm` (its length, then its characters), each broadcast
+/// completed by `wait_bounded`.
+[[nodiscard]] std::string broadcast_text(std::string const& text, int root, MPI_Comm comm,
+                                         double timeout, char const* what);
+/// The lowest rank of `comm` whose `problem` is not empty, and that problem, on every rank
+/// ({-1, ""} when no rank has one): one bounded all-reduce, plus `broadcast_text` when a rank
+/// has a problem. For "every rank fails with the first failing rank's reason".
+[[nodiscard]] std::pair<int, std::string> lowest_problem(std::string const& problem, MPI_Comm comm,
+                                                         double timeout, char const* what);
 
 /// Offsets of the areas an executor reserved in a workspace, per kind of memory.
 class workspace_layout {

@@ -164,8 +164,6 @@ class cma_executor final : public host_executor {
 public:
   cma_executor(schedule s, exec_config const& cfg) : host_executor(std::move(s), cfg) {
     HALOX_MPI_CHECK(MPI_Comm_rank(cfg_.comm, &rank_));
-    int size = 1;
-    HALOX_MPI_CHECK(MPI_Comm_size(cfg_.comm, &size));
     bool const refuse = refuse_rank.exchange(-1) == rank_;
     std::size_t const nr = sched_.recvs.size(), ns = sched_.sends.size();
     std::string fail; // why this rank cannot take part; agreed on below
@@ -297,7 +295,7 @@ public:
       p.calls = calls_.size() - p.first_call;
       recvs_.push_back(p);
     }
-    agree(fail, size);
+    agree(fail);
 
     // Workspace: our own addresses, each sender's, the iovec arrays of the largest call and the
     // landing areas of a combining exchange.
@@ -411,18 +409,12 @@ private:
   }
 
   // Every rank learns whether all could take part; when one could not, all throw its reason.
-  void agree(std::string const& fail, int size) const {
-    int in = fail.empty() ? size : rank_, root = size;
-    allreduce_bounded(&in, &root, 1, MPI_INT, MPI_MIN, cfg_.comm, cfg_.timeout,
-                      "building the cma backend (agreeing on the test reads)");
-    if (root == size) return;
-    char text[1024] = {};
-    if (rank_ == root) std::strncpy(text, fail.c_str(), sizeof text - 1);
-    MPI_Request r = MPI_REQUEST_NULL;
-    HALOX_MPI_CHECK(MPI_Ibcast(text, sizeof text, MPI_CHAR, root, cfg_.comm, &r));
-    wait_bounded(r, cfg_.timeout, "building the cma backend (the reason it cannot run)");
-    throw error(errc::unsupported, std::string("backend cma cannot run here: ") + text +
-                                       "; use another backend (auto passes over cma)");
+  void agree(std::string const& fail) const {
+    auto const [root, text] = lowest_problem(
+        fail, cfg_.comm, cfg_.timeout, "building the cma backend (agreeing on the test reads)");
+    if (root >= 0)
+      throw error(errc::unsupported, "backend cma cannot run here: " + text +
+                                         "; use another backend (auto passes over cma)");
   }
 
   int rank_ = 0;

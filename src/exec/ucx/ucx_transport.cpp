@@ -188,13 +188,7 @@ std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx, double timeo
     if (lens[static_cast<std::size_t>(r)] < 0) failed = r;
   if (failed >= 0) {
     // The lowest failing rank's reason goes to everyone, so every rank's error explains it.
-    int n = ctx.rank == failed ? static_cast<int>(local.size()) : 0;
-    HALOX_MPI_CHECK(MPI_Ibcast(&n, 1, MPI_INT, failed, comm, &req));
-    wait_bounded(req, timeout, what);
-    std::string why(static_cast<std::size_t>(n), '\0');
-    if (ctx.rank == failed) why = local;
-    HALOX_MPI_CHECK(MPI_Ibcast(why.data(), n, MPI_CHAR, failed, comm, &req));
-    wait_bounded(req, timeout, what);
+    std::string const why = broadcast_text(local, failed, comm, timeout, what);
     ctx.ucx_failure = !local.empty() ? local
                                      : "UCX could not start on rank " + std::to_string(failed) +
                                            " of the communicator: " + why;
