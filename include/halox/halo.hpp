@@ -31,10 +31,9 @@ struct tune_options {
   /// Rounds after which the best median wins even when the confidence intervals still overlap
   /// ($HALOX_TUNE_MAX_ROUNDS overrides).
   int max_rounds = 64;
-  /// Unless the race left the runner-up clearly behind (intervals separated and its median
-  /// over 3x the winner's), the plan's first forward executions alternate between both on the
-  /// caller's buffers and the plan keeps the faster (one small all-reduce at the decision;
-  /// $HALOX_TUNE_RECHECK overrides; see docs/autotune.md). Host memory only.
+  /// When the winner's interval overlapped the runner-up's, the plan's first forward
+  /// executions alternate between both and the plan keeps the faster (one small all-reduce at
+  /// the decision; $HALOX_TUNE_RECHECK overrides; see docs/autotune.md). Host memory only.
   bool recheck = true;
   /// After the choice (and any re-check), keep timing forward executions and re-check against
   /// the runner-up when the choice becomes clearly slower than the runner-up was measured (a

@@ -18,7 +18,7 @@ namespace halox::detail {
 /// When the online re-check runs (see docs/autotune.md, "Re-check in the first executions").
 enum class recheck_mode {
   off,    ///< never
-  on,     ///< when the intervals overlapped or the runner-up was within 3x (the default)
+  on,     ///< when the winner's interval overlapped the runner-up's (the default)
   always, ///< whenever there is a runner-up (for testing the path)
   force   ///< always, and switch to the runner-up whatever the times say (for tests)
 };

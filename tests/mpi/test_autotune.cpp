@@ -487,9 +487,7 @@ TEST_F(Autotune, ClearlySlowerCandidatesAreDroppedAndTheIntervalsSeparate) {
   EXPECT_EQ(p.selected_backend(), backend::mpi_persistent) << d;
   EXPECT_TRUE(contains(d, "6 round(s)")) << d;
   EXPECT_TRUE(contains(d, "95% intervals separated")) << d;
-  EXPECT_TRUE(contains(d, "re-check: not needed, intervals separated and the runner-up over 3x "
-                         "slower"))
-      << d;
+  EXPECT_TRUE(contains(d, "re-check: not needed, intervals separated")) << d;
 }
 
 TEST_F(Autotune, OverlappingIntervalsRunToTheRoundLimit) {
@@ -671,33 +669,8 @@ TEST_F(Autotune, CloseMediansAreReCheckedEvenWhenTheIntervalsSeparate) {
   std::string const d = p.describe();
   ASSERT_EQ(p.selected_backend(), backend::mpi_persistent) << d;
   EXPECT_TRUE(contains(d, "95% intervals separated")) << d;
-  EXPECT_TRUE(contains(d, "re-check against mpi_pack (runner-up within 3x of the choice)")) << d;
+  EXPECT_TRUE(contains(d, "re-check against mpi_pack (medians within 10 %)")) << d;
   EXPECT_EQ(run_forward(p, t, 0, 10), 0);
-  EXPECT_TRUE(same_backend_everywhere(p.selected_backend()));
-}
-
-TEST_F(Autotune, ARaceTheLoopContradictsIsOverturnedEvenWhenTheIntervalsSeparate) {
-  if (world_size() < 2) GTEST_SKIP() << "needs messages (2+ ranks)";
-  // The race: mpi_persistent 10 ms, mpi_pack 25 ms (separated, 2.5x apart). The caller's loop:
-  // mpi_persistent 50 ms, mpi_pack 10 ms. The re-check runs the loop and switches.
-  detail::test_hooks().skew = [](backend b, int) {
-    return b == backend::mpi_persistent ? 0.010 : b == backend::mpi_pack ? 0.025 : 1.0;
-  };
-  detail::test_hooks().exec_skew = [](backend b, long long) {
-    return b == backend::mpi_persistent ? 0.050 : b == backend::mpi_pack ? 0.010 : 1.0;
-  };
-  auto const t = oracle_tensor(18);
-  halo_plan p(t, quick());
-  std::string const d = p.describe();
-  ASSERT_EQ(p.selected_backend(), backend::mpi_persistent) << d;
-  EXPECT_TRUE(contains(d, "95% intervals separated")) << d;
-  EXPECT_TRUE(contains(d, "re-check against mpi_pack (runner-up within 3x of the choice)")) << d;
-  EXPECT_EQ(run_forward(p, t, 0, 10), 0);
-  std::string const d1 = p.describe();
-  EXPECT_EQ(p.selected_backend(), backend::mpi_pack) << d1;
-  EXPECT_TRUE(contains(d1, "re-check switched from mpi_persistent to mpi_pack (runner-up within "
-                           "3x of the choice)"))
-      << d1;
   EXPECT_TRUE(same_backend_everywhere(p.selected_backend()));
 }
 
