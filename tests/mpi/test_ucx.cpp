@@ -5,6 +5,9 @@
 
 #include <halox/config.hpp>
 #include <halox/halox.hpp>
+#if HALOX_HAS_UCX
+#include "exec/ucx/ucx_transport.hpp"
+#endif
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -41,6 +44,25 @@ TEST(Ucx, OfferedForHostMemoryInUcxBuilds) {
   halox::test::expect_not_available(backend::ucx);
 #endif
 }
+
+#if HALOX_HAS_UCX
+// Within one node halox's UCX sends messages below 64 KiB eagerly (UCX's automatic threshold
+// sent 16-48 KiB faces by rendezvous, 2-3x slower there); between nodes, or when the user names
+// a threshold, UCX's setting stands.
+TEST(Ucx, RendezvousThresholdIsRaisedWithinOneNodeUnlessTheUserSetsOne) {
+  if (bad_tls()) GTEST_SKIP() << "needs a working UCX";
+  if (std::getenv("UCX_RNDV_THRESH") || std::getenv("HALOX_UCX_RNDV_THRESH"))
+    GTEST_SKIP() << "the environment sets a rendezvous threshold";
+  EXPECT_TRUE(detail::ucx_transport(true).rndv_thresh_set());
+  EXPECT_FALSE(detail::ucx_transport(false).rndv_thresh_set());
+  setenv("HALOX_UCX_RNDV_THRESH", "auto", 1);
+  EXPECT_FALSE(detail::ucx_transport(true).rndv_thresh_set());
+  unsetenv("HALOX_UCX_RNDV_THRESH");
+  setenv("UCX_RNDV_THRESH", "8192", 1);
+  EXPECT_FALSE(detail::ucx_transport(true).rndv_thresh_set());
+  unsetenv("UCX_RNDV_THRESH");
+}
+#endif
 
 // Two plans of one context share its UCX worker; their messages carry different tags, so
 // posting both before completing either (in the opposite order) must not mix them up.

@@ -1,6 +1,7 @@
 #include "exec/cma/cma_executor.hpp"
 
 #include "exec/cpu/pack.hpp"
+#include "exec/node_id.hpp"
 
 #include <halox/error.hpp>
 
@@ -42,25 +43,6 @@ constexpr int header_words = 8;
 std::atomic<int> refuse_rank{-1};
 
 std::uint64_t mix(std::uint64_t h, std::uint64_t x) { return (h ^ x) * 1099511628211ull; }
-
-// Identity of this node's kernel: host name and boot id. Equal ids are necessary for cross-memory
-// attach, not sufficient (containers of one host with separate pid namespaces): the test read at
-// construction settles it. Read once per process: every cma executor asks.
-std::uint64_t node_id() {
-  static std::uint64_t const id = [] {
-    char host[256] = {};
-    (void)gethostname(host, sizeof host - 1);
-    std::string name = host;
-    std::ifstream f("/proc/sys/kernel/random/boot_id");
-    std::string boot;
-    std::getline(f, boot);
-    name += '/' + boot;
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : name) h = mix(h, c);
-    return h;
-  }();
-  return id;
-}
 
 std::string ptrace_scope() {
   std::ifstream f("/proc/sys/kernel/yama/ptrace_scope");

@@ -1,6 +1,7 @@
 #include "exec/ucx/ucx_transport.hpp"
 
 #include "exec/executor.hpp"
+#include "exec/node_id.hpp"
 
 #include <halox/error.hpp>
 
@@ -74,12 +75,24 @@ void unique_ucp_ep::reset() noexcept {
   (void)progress_until(worker_, start_close(), 1.0);
 }
 
-ucx_transport::ucx_transport() {
+ucx_transport::ucx_transport(bool one_node) {
   ucp_config_t* config = nullptr;
   // With the prefix, UCX reads UCX_* and then HALOX_UCX_*, which override them for halox's own
   // worker only: the MPI library's UCX keeps its settings.
   ucs_status_t st = ucp_config_read("HALOX", nullptr, &config);
   if (st != UCS_OK) throw_ucx_error(st, "ucp_config_read", "reading the UCX configuration");
+  // Within one node a halo face of tens of KiB goes faster eagerly (two copies through shared
+  // memory) than by rendezvous (a handshake, then one copy by cross-memory attach). Between
+  // nodes UCX's own choice stands: the network's trade-off is not the node's.
+  if (one_node && std::getenv("UCX_RNDV_THRESH") == nullptr &&
+      std::getenv("HALOX_UCX_RNDV_THRESH") == nullptr) {
+    st = ucp_config_modify(config, "RNDV_THRESH", node_rndv_thresh);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      throw_ucx_error(st, "ucp_config_modify", "setting the rendezvous threshold");
+    }
+    rndv_set_ = true;
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG;
@@ -164,12 +177,19 @@ std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx, double timeo
   if (!ctx.ucx_failure.empty()) throw error(errc::ucx_error, ctx.ucx_failure);
   MPI_Comm const comm = ctx.comm.get();
 
+  // Whether every rank runs on this node (the same node id everywhere): it sets the default
+  // rendezvous threshold, and every rank must reach the same answer.
+  char const* const what = "bootstrapping UCX (all-gathering the worker addresses)";
+  unsigned long long ids[2] = {node_id(), ~node_id()};
+  allreduce_bounded(MPI_IN_PLACE, ids, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm, timeout, what);
+  bool const one_node = ids[0] == ~ids[1];
+
   // Every rank starts UCX on its own, then all learn who failed: a rank whose UCX cannot start
   // still takes part in the exchange, so nobody waits for it.
   std::shared_ptr<ucx_transport> t;
   std::string local;
   try {
-    t = std::make_shared<ucx_transport>();
+    t = std::make_shared<ucx_transport>(one_node);
   } catch (error const& e) {
     local = e.message();
   } catch (std::exception const& e) {
@@ -180,7 +200,6 @@ std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx, double timeo
   // Nonblocking collectives completed within the context's timeout: a rank that never comes
   // (it builds plans in another order) is an error, not a hang.
   MPI_Request req = MPI_REQUEST_NULL;
-  char const* const what = "bootstrapping UCX (all-gathering the worker addresses)";
   HALOX_MPI_CHECK(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm, &req));
   wait_bounded(req, timeout, what);
   int failed = -1;

@@ -70,12 +70,22 @@ private:
 /// UCP context + worker + endpoints of one halox context.
 class ucx_transport {
 public:
-  /// Creates the context and the worker (local; throws `halox::error` on failure).
-  ucx_transport();
+  /// Creates the context and the worker (local; throws `halox::error` on failure). `one_node`:
+  /// every rank of the context runs on this node, so UCX's rendezvous threshold defaults to
+  /// `node_rndv_thresh` unless UCX_RNDV_THRESH or HALOX_UCX_RNDV_THRESH says otherwise.
+  explicit ucx_transport(bool one_node);
   ~ucx_transport();
   ucx_transport(ucx_transport const&) = delete;
   ucx_transport& operator=(ucx_transport const&) = delete;
 
+  /// Rendezvous threshold halox sets within one node (bytes). UCX 1.13's automatic one there
+  /// sends 16-48 KiB halo faces by rendezvous over cross-memory attach, which on the development
+  /// VM took 1.4-1.5x as long per exchange as eager sends through shared memory, and made the
+  /// next exchange on the same worker stall now and then (60-160 us instead of 10).
+  static constexpr char const* node_rndv_thresh = "65536";
+  /// Whether halox set the rendezvous threshold (no UCX_RNDV_THRESH/HALOX_UCX_RNDV_THRESH, one
+  /// node).
+  [[nodiscard]] bool rndv_thresh_set() const noexcept { return rndv_set_; }
   [[nodiscard]] ucp_worker_h worker() const noexcept { return worker_.get(); }
   /// Bytes UCP needs in front of a request handle the caller provides.
   [[nodiscard]] std::size_t request_size() const noexcept { return request_size_; }
@@ -96,6 +106,7 @@ private:
   unique_ucp_worker worker_;
   std::size_t request_size_ = 0;
   bool cuda_ = false;
+  bool rndv_set_ = false;
   std::vector<char> address_;
   std::vector<std::vector<char>> peers_;
   std::vector<unique_ucp_ep> eps_;
