@@ -138,8 +138,9 @@ protected:
     std::size_t left = n;
     for (std::size_t i = 0; i < n; ++i)
       if (done_[i]) --left;
+    int idle = 0;
     while (left > 0) {
-      ucp_worker_progress(worker_);
+      progress_or_yield(worker_, idle);
       for (std::size_t i = 0; i < n; ++i) {
         if (done_[i]) continue;
         void* const r = pending_[i];
@@ -175,7 +176,7 @@ protected:
       throw_ucx_error(st, "ucp_worker_flush_nbx", "flushing the exchange's sends");
     }
     while (flush_ != nullptr) {
-      ucp_worker_progress(worker_);
+      progress_or_yield(worker_, idle);
       ucs_status_t const st = ucp_request_check_status(flush_);
       if (st == UCS_INPROGRESS) {
         if (bounded && clock_type::now() > until)

@@ -5,6 +5,8 @@
 
 #include <halox/error.hpp>
 
+#include <sched.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -22,6 +24,19 @@ std::string env_note() {
   return out.empty() ? out : out + ")";
 }
 
+} // namespace
+
+void progress_or_yield(ucp_worker_h worker, int& idle) noexcept {
+  if (ucp_worker_progress(worker) != 0) {
+    idle = 0;
+  } else if (++idle >= yield_after_idle) {
+    idle = 0;
+    sched_yield();
+  }
+}
+
+namespace {
+
 // Progresses `worker` until `req` (a status pointer returned by a UCP call) completes, for at
 // most `seconds`; releases it. False when it did not complete in time.
 bool progress_until(ucp_worker_h worker, ucs_status_ptr_t req, double seconds) noexcept {
@@ -30,8 +45,9 @@ bool progress_until(ucp_worker_h worker, ucs_status_ptr_t req, double seconds) n
   auto const until = std::chrono::steady_clock::now() +
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                          std::chrono::duration<double>(seconds));
+  int idle = 0;
   while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-    ucp_worker_progress(worker);
+    progress_or_yield(worker, idle);
     if (std::chrono::steady_clock::now() > until) return false;
   }
   return true;
