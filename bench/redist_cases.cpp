@@ -73,6 +73,7 @@ public:
       r.final_label = [plan] {
         return std::string("selected=") + to_string(plan->selected_backend());
       };
+      r.describe = [plan] { return plan->describe(); };
     }
     r.keep = plan;
     return r;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -331,6 +332,14 @@ void auto_vs_best(benchmark::State& st, scenario_spec const& spec) {
   st.counters["best_us"] = best * 1e6;
   st.counters["auto_best"] = best > 0 ? a / best : 0;
   std::string const chosen = rs[n - 1].final_label ? rs[n - 1].final_label() : rs[n - 1].label;
+  // Why auto chose what it did, after the loop (its re-check and watch have run by then).
+  if (char const* d = std::getenv("HALOX_BENCH_DESCRIBE");
+      d && *d && *d != '0' && rs[n - 1].describe) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0)
+      std::fprintf(stderr, "%s: %s\n", spec.name.c_str(), rs[n - 1].describe().c_str());
+  }
   st.SetLabel(chosen + " best=" + (best_i < n ? to_string(bs[best_i]) : "none"));
 }
 

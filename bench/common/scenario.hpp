@@ -50,6 +50,8 @@ struct runner {
   /// When set, replaces `label` after the timed loop (an automatic plan's choice may change in
   /// its first executions: the online re-check).
   std::function<std::string()> final_label;
+  /// An automatic plan's describe() (its race, re-check and watch), for HALOX_BENCH_DESCRIBE.
+  std::function<std::string()> describe;
   std::shared_ptr<void> keep; ///< owns the plan and whatever `op` refers to
 };
 
