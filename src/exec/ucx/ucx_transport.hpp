@@ -90,8 +90,8 @@ public:
 
   /// Rendezvous threshold halox sets within one node (bytes). UCX 1.13's automatic one there
   /// sends 16-48 KiB halo faces by rendezvous over cross-memory attach, which on the development
-  /// VM took 1.4-1.5x as long per exchange as eager sends through shared memory, and made the
-  /// next exchange on the same worker stall now and then (60-160 us instead of 10).
+  /// VM took 2-3x as long per exchange (`ucx` backend) as eager sends through shared memory, and
+  /// made the next exchange on the same worker stall now and then (60-160 us instead of 10).
   static constexpr char const* node_rndv_thresh = "65536";
   /// Whether halox set the rendezvous threshold (no UCX_RNDV_THRESH/HALOX_UCX_RNDV_THRESH, one
   /// node).
