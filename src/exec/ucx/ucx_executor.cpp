@@ -203,12 +203,13 @@ protected:
     };
     auto const all_done = [&](double seconds) {
       auto const until = deadline_after(seconds);
+      int idle = 0;
       for (;;) {
         bool any = busy(flush_);
         for (std::size_t i = 0; i < n && !any; ++i) any = !done_[i] && busy(pending_[i]);
         if (!any) return true;
         if (clock_type::now() > until) return false;
-        ucp_worker_progress(worker_);
+        progress_or_yield(worker_, idle);
       }
     };
     bool ok = all_done(grace);

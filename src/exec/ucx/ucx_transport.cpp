@@ -153,8 +153,9 @@ ucx_transport::~ucx_transport() {
     if (ucs_status_ptr_t const r = ep.start_close(); r != nullptr && !UCS_PTR_IS_ERR(r))
       closing.push_back(r);
   auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int idle = 0;
   for (bool busy = !closing.empty(); busy && std::chrono::steady_clock::now() < until;) {
-    ucp_worker_progress(worker_.get());
+    progress_or_yield(worker_.get(), idle);
     busy = false;
     for (void* r : closing) busy = busy || ucp_request_check_status(r) == UCS_INPROGRESS;
   }
