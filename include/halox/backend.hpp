@@ -28,9 +28,13 @@ enum class backend {
            ///< into one message; single contiguous regions go in place (builds with UCX)
   ucx_iov, ///< like ucx, but multi-region messages go as UCP iov lists straight from/to the
            ///< tensor, no packing (a combining reverse exchange still unpacks what it receives)
-  cma ///< host buffers of processes on one node (Linux): each receiver reads its message straight
-      ///< from the sender's tensor into its own with process_vm_readv (iov lists on both sides,
-      ///< one copy, no packing); MPI carries only the buffer addresses and a "read" notice
+  cma, ///< host buffers of processes on one node (Linux): each receiver reads its message straight
+       ///< from the sender's tensor into its own with process_vm_readv (iov lists on both sides,
+       ///< one copy, no packing); MPI carries only the buffer addresses and a "read" notice
+  mpi_pipeline ///< like mpi_pack, but a long message travels in fragments: the sender packs and
+               ///< sends one fragment after the other, the receiver unpacks each as it lands, so
+               ///< packing, transfer and unpacking overlap (see context_options::
+               ///< pipeline_fragment_bytes); short messages go whole, as with mpi_pack
 };
 
 /// Name of a backend ("mpi_pack", ...).

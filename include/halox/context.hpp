@@ -56,6 +56,13 @@ struct context_options {
   /// visible device on every rank, else building the context throws `halox::error`
   /// (errc::unsupported) on every rank.
   bool select_device = false;
+  /// Fragment size, in bytes, of the `mpi_pipeline` backend: a message longer than this travels
+  /// as fragments of this size (rounded down to whole elements), each packed, sent, received
+  /// and unpacked on its own, so that packing one overlaps moving another. 0:
+  /// $HALOX_PIPELINE_FRAGMENT when set, else automatic: messages of 128 KiB or more in about 8
+  /// fragments of at least 64 KiB. Must be the same on every rank (building the context checks it).
+  /// Smaller fragments overlap more and cost more messages; see docs/autotune.md.
+  std::size_t pipeline_fragment_bytes = 0;
 };
 
 /// Transport resources shared by every plan built from one communicator.

@@ -42,7 +42,8 @@ PYBIND11_MODULE(_halox, m) {
       .value("device_mpi_datatype", halox::backend::device_mpi_datatype)
       .value("ucx", halox::backend::ucx)
       .value("ucx_iov", halox::backend::ucx_iov)
-      .value("cma", halox::backend::cma);
+      .value("cma", halox::backend::cma)
+      .value("mpi_pipeline", halox::backend::mpi_pipeline);
   py::enum_<halox::reduce_op>(m, "ReduceOp", "Reduction of the reverse halo exchange.")
       .value("sum", halox::reduce_op::sum)
       .value("max", halox::reduce_op::max)

@@ -10,6 +10,7 @@ constexpr backend all_backends[] = {backend::automatic,
                                     backend::mpi_datatype,
                                     backend::mpi_pack,
                                     backend::mpi_persistent,
+                                    backend::mpi_pipeline,
                                     backend::mpi_neighbor,
                                     backend::alltoallv,
                                     backend::alltoallw,
@@ -38,6 +39,7 @@ char const* to_string(backend b) noexcept {
   case backend::ucx: return "ucx";
   case backend::ucx_iov: return "ucx_iov";
   case backend::cma: return "cma";
+  case backend::mpi_pipeline: return "mpi_pipeline";
   }
   return "unknown";
 }

@@ -10,6 +10,7 @@
 #include "exec/cuda/device_probe.hpp"
 #endif
 
+#include <cerrno>
 #include <cstdlib>
 #include <sstream>
 
@@ -47,8 +48,24 @@ bool env_flag(char const* name) {
   return true;
 }
 
+// $name as a byte count (unset or empty: 0); anything but a non-negative integer is an error.
+std::size_t env_bytes(char const* name) {
+  char const* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long const x = std::strtoull(v, &end, 10);
+  HALOX_REQUIRE(end != v && *end == '\0' && errno == 0 && *v != '-' && x < (1ull << 40),
+                errc::invalid_argument,
+                std::string("$") + name + "=\"" + v +
+                    "\" is not a number of bytes; set it to e.g. 262144 (or unset it for the "
+                    "automatic size)");
+  return static_cast<std::size_t>(x);
+}
+
 std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const& o) {
   double timeout = 0.0;
+  std::size_t fragment = 0;
   bool check = false;
   bool select = false;
   HALOX_REQUIRE(comm != MPI_COMM_NULL, errc::invalid_argument,
@@ -62,15 +79,29 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
                           "; pass a positive number of seconds, or 0 for $HALOX_TIMEOUT / none");
         check = o.check_execute || env_flag("HALOX_CHECK");
         select = o.select_device || env_flag("HALOX_SELECT_DEVICE");
+        fragment = o.pipeline_fragment_bytes > 0 ? o.pipeline_fragment_bytes
+                                                 : env_bytes("HALOX_PIPELINE_FRAGMENT");
         HALOX_REQUIRE(static_cast<bool>(o.alloc.allocate) == static_cast<bool>(o.alloc.deallocate),
                       errc::invalid_argument,
                       "context_options::alloc has only one of allocate/deallocate set; set both, "
                       "or neither to use halox's own allocations");
       },
-      [&] { return std::uint64_t{o.alloc.allocate ? 1u : 0u} | (select ? 2u : 0u); });
+      // The fragment size must agree: it decides how many messages each side posts.
+      [&] {
+        return (std::uint64_t{o.alloc.allocate ? 1u : 0u} | (select ? 2u : 0u)) ^
+               (static_cast<std::uint64_t>(fragment) << 2);
+      },
+      [&] {
+        return std::string("allocator=") + (o.alloc.allocate ? "caller's" : "halox's") +
+               "; select_device=" + (select ? "on" : "off") +
+               "; pipeline fragment bytes (context_options::pipeline_fragment_bytes or "
+               "$HALOX_PIPELINE_FRAGMENT)=" +
+               (fragment == 0 ? std::string("automatic") : std::to_string(fragment));
+      });
   auto s = std::make_shared<context::state>();
   s->timeout = timeout;
   s->check_execute = check;
+  s->pipeline_fragment = fragment;
   HALOX_MPI_CHECK(MPI_Comm_dup(comm, s->comm.out()));
   // An MPI failure on halox's own messages must reach the caller as a halox::error rather than
   // abort the job from inside MPI; communicators created from this one inherit the handler.

@@ -344,7 +344,11 @@ std::string plan_engine::summary() const {
      << forward_.sends.size() << " send peer(s), " << forward_.recvs.size() << " receive peer(s), "
      << forward_.send_bytes() << " B out / " << forward_.recv_bytes() << " B in per exchange, "
      << regions << " send region(s), " << forward_.copies.size() << " local copy(ies); message tag "
-     << cfg_.tag << "; workspace " << ws.host << " B host";
+     << cfg_.tag;
+  if (fwd_) {
+    if (auto const w = fwd_->wire_summary(); !w.empty()) os << "; " << w;
+  }
+  os << "; workspace " << ws.host << " B host";
   if (ws.pinned_host) os << " + " << ws.pinned_host << " B pinned";
   if (ws.device) os << " + " << ws.device << " B device";
   os << (external_ ? " (caller's)" : " (from the context)");

@@ -31,8 +31,11 @@ struct halox::context::state {
   std::string ucx_failure;
   double timeout = 0.0;       ///< seconds, 0: unbounded (options or $HALOX_TIMEOUT)
   bool check_execute = false; ///< options or $HALOX_CHECK=1
-  int device = -1;            ///< made current at construction (select_device), or -1
-  std::string device_reason;  ///< why that device (halox::device_choice::reason)
+  /// mpi_pipeline's fragment size in bytes (options or $HALOX_PIPELINE_FRAGMENT; 0: automatic),
+  /// the same on every rank (checked when the context is built).
+  std::size_t pipeline_fragment = 0;
+  int device = -1;           ///< made current at construction (select_device), or -1
+  std::string device_reason; ///< why that device (halox::device_choice::reason)
 
   /// Allocates through the allocator (or halox's own); throws `halox::error` on failure.
   /// `like_caller`: host memory that stands in for a caller's tensor (the autotuner's scratch):

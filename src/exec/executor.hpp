@@ -151,6 +151,9 @@ public:
 
   /// The backend this executor implements.
   [[nodiscard]] virtual backend kind() const noexcept = 0;
+  /// How this executor's messages travel when that is more than "one per peer" (for
+  /// describe()), e.g. "2 of 4 message(s) sent in 17 fragment(s)"; empty otherwise.
+  [[nodiscard]] virtual std::string wire_summary() const { return {}; }
   /// The schedule it runs.
   [[nodiscard]] schedule const& sched() const noexcept { return sched_; }
 

@@ -23,7 +23,8 @@ bool backend_available(backend b, memory_space mem) noexcept {
   switch (b) {
   case backend::automatic: return true;
   case backend::mpi_pack:
-  case backend::mpi_persistent: return host;
+  case backend::mpi_persistent:
+  case backend::mpi_pipeline: return host;
   case backend::mpi_datatype:
   case backend::mpi_neighbor:
   case backend::alltoallv:
@@ -54,8 +55,9 @@ std::unique_ptr<executor> make_executor(backend b, schedule const& s, exec_confi
                     (cfg.memory == memory_space::host ? "host" : "device") +
                     " memory in this build; see halox::host_backends() / device_backends()");
   switch (b) {
-  case backend::mpi_pack: return std::make_unique<p2p_executor>(s, cfg, false);
-  case backend::mpi_persistent: return std::make_unique<p2p_executor>(s, cfg, true);
+  case backend::mpi_pack: return std::make_unique<p2p_executor>(s, cfg, p2p_mode::plain);
+  case backend::mpi_persistent: return std::make_unique<p2p_executor>(s, cfg, p2p_mode::persistent);
+  case backend::mpi_pipeline: return std::make_unique<p2p_executor>(s, cfg, p2p_mode::pipelined);
   case backend::mpi_datatype: return make_datatype_executor(s, cfg);
   case backend::mpi_neighbor:
   case backend::alltoallv:

@@ -6,8 +6,7 @@
 
 namespace halox::detail {
 
-std::vector<byte_range> cut_message(std::size_t bytes, std::size_t elem_size,
-                                    std::size_t setting) {
+std::vector<byte_range> cut_message(std::size_t bytes, std::size_t elem_size, std::size_t setting) {
   std::vector<byte_range> out;
   std::size_t fragment = setting;
   if (setting == 0 && bytes >= 2 * pipeline_min_fragment)

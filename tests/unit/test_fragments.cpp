@@ -120,8 +120,10 @@ TEST(Fragments, PackingTheFragmentsGivesTheWholeMessagesStream) {
     for (int k = 0; k < nslots; ++k) {
       slot_layout l;
       l.elem_size = e;
-      l.type = e == 1 ? dtype::uint8 : e == 2 ? dtype::float16 : e == 4 ? dtype::float32
-                                                                        : dtype::float64;
+      l.type = e == 1   ? dtype::uint8
+               : e == 2 ? dtype::float16
+               : e == 4 ? dtype::float32
+                        : dtype::float64;
       std::vector<index_t> shape(nd);
       for (auto& x : shape) x = 8;
       l.strides.assign(nd, 1);

@@ -6,13 +6,13 @@
 
 namespace halox::detail {
 
-p2p_executor::p2p_executor(schedule s, exec_config const& cfg, bool persistent)
-    : host_executor(std::move(s), cfg), persistent_(persistent) {
+p2p_executor::p2p_executor(schedule s, exec_config const& cfg, p2p_mode mode)
+    : host_executor(std::move(s), cfg), mode_(mode) {
+  bool const persistent = mode_ == p2p_mode::persistent;
   std::size_t total = 0;
   for (auto const& m : sched_.sends) {
     soff_.push_back(total);
-    scount_.push_back(mpi_int_count(m.bytes, "a sent message in bytes"));
-    bool const inplace = !persistent_ && message_contiguous(sched_, m);
+    bool const inplace = !persistent && message_contiguous(sched_, m);
     send_inplace_.push_back(inplace);
     if (!inplace) total += m.bytes;
   }
@@ -20,87 +20,140 @@ p2p_executor::p2p_executor(schedule s, exec_config const& cfg, bool persistent)
   total = 0;
   for (auto const& m : sched_.recvs) {
     roff_.push_back(total);
-    rcount_.push_back(mpi_int_count(m.bytes, "a received message in bytes"));
     // Receiving in place only works for a plain overwrite; a reverse exchange combines, so it
     // always keeps a landing area.
-    recv_inplace_.push_back(!persistent_ && message_contiguous(sched_, m));
+    recv_inplace_.push_back(!persistent && message_contiguous(sched_, m));
     total += m.bytes;
   }
   recv_area_ = reserve(memory_kind::host, total);
-  reqs_.assign(sched_.recvs.size() + sched_.sends.size(), MPI_REQUEST_NULL);
-  for (auto const& m : sched_.recvs) info_.push_back({m.peer, m.bytes, true});
-  for (auto const& m : sched_.sends) info_.push_back({m.peer, m.bytes, false});
+  add_pieces(sched_.recvs, true);
+  add_pieces(sched_.sends, false);
+  reqs_.assign(rpieces_.size() + spieces_.size(), MPI_REQUEST_NULL);
+  for (auto const& p : rpieces_) info_.push_back({sched_.recvs[p.msg].peer, p.range.bytes, true});
+  for (auto const& p : spieces_) info_.push_back({sched_.sends[p.msg].peer, p.range.bytes, false});
+}
+
+void p2p_executor::add_pieces(std::vector<message> const& msgs, bool recv) {
+  auto& out = recv ? rpieces_ : spieces_;
+  char const* what = recv ? "a received message in bytes" : "a sent message in bytes";
+  for (std::size_t i = 0; i < msgs.size(); ++i) {
+    auto const& m = msgs[i];
+    if (mode_ != p2p_mode::pipelined) {
+      out.push_back({i, {0, m.bytes}, {}, mpi_int_count(m.bytes, what)});
+      continue;
+    }
+    // Both sides cut the message alike: the cut depends only on what they share (its bytes,
+    // its element size, the context's fragment setting), never on their own layouts.
+    auto const cut = cut_message(m.bytes, message_elem_size(sched_, m),
+                                 cfg_.ctx ? cfg_.ctx->pipeline_fragment : 0);
+    for (auto const& r : cut) {
+      piece p{i, r, {}, mpi_int_count(r.bytes, what)};
+      if (cut.size() > 1) p.regions = regions_of_range(sched_, m, r);
+      out.push_back(std::move(p));
+    }
+  }
+}
+
+std::string p2p_executor::wire_summary() const {
+  if (mode_ != p2p_mode::pipelined) return {};
+  std::size_t cut = 0;
+  for (std::size_t i = 0; i < spieces_.size(); ++i)
+    if (!spieces_[i].regions.empty() && spieces_[i].range.offset == 0) ++cut;
+  std::size_t const n = sched_.sends.size();
+  if (n == 0) return {};
+  std::string out = std::to_string(cut) + " of " + std::to_string(n) + " sent message(s) cut, " +
+                    std::to_string(spieces_.size()) + " piece(s) sent, fragment size ";
+  std::size_t const f = cfg_.ctx ? cfg_.ctx->pipeline_fragment : 0;
+  return out + (f == 0 ? std::string("automatic") : std::to_string(f) + " B");
+}
+
+std::byte* p2p_executor::in_place(message const& m, std::size_t offset) const {
+  return static_cast<std::byte*>(bufs_[m.regions[0].slot]) +
+         region_byte_offset(sched_, m.regions[0]) + offset;
 }
 
 void p2p_executor::on_bind() {
-  if (!persistent_) return;
+  if (mode_ != p2p_mode::persistent) return;
   // Persistent requests name their buffers: made again whenever the workspace moves (plan
   // time, or a caller's set_workspace), never while executing.
   persistent_reqs_.clear();
   std::byte* const rbase = ws(memory_kind::host, recv_area_);
   std::byte* const sbase = ws(memory_kind::host, send_area_);
-  for (std::size_t i = 0; i < sched_.recvs.size(); ++i) {
+  for (auto const& p : rpieces_) {
     unique_request r;
-    HALOX_MPI_CHECK(MPI_Recv_init(rbase + roff_[i], rcount_[i], MPI_BYTE, sched_.recvs[i].peer,
+    HALOX_MPI_CHECK(MPI_Recv_init(rbase + roff_[p.msg], p.count, MPI_BYTE, sched_.recvs[p.msg].peer,
                                   cfg_.tag, cfg_.comm, r.out()));
     persistent_reqs_.push_back(std::move(r));
   }
-  for (std::size_t i = 0; i < sched_.sends.size(); ++i) {
+  for (auto const& p : spieces_) {
     unique_request r;
-    HALOX_MPI_CHECK(MPI_Send_init(sbase + soff_[i], scount_[i], MPI_BYTE, sched_.sends[i].peer,
+    HALOX_MPI_CHECK(MPI_Send_init(sbase + soff_[p.msg], p.count, MPI_BYTE, sched_.sends[p.msg].peer,
                                   cfg_.tag, cfg_.comm, r.out()));
     persistent_reqs_.push_back(std::move(r));
   }
 }
 
 void p2p_executor::post(void*) {
-  std::size_t const nr = sched_.recvs.size(), ns = sched_.sends.size();
+  std::size_t const nr = rpieces_.size(), ns = spieces_.size();
   std::byte* const rbase = ws(memory_kind::host, recv_area_);
   std::byte* const sbase = ws(memory_kind::host, send_area_);
-  if (persistent_) {
+  if (mode_ == p2p_mode::persistent) {
     for (std::size_t i = 0; i < persistent_reqs_.size(); ++i) reqs_[i] = persistent_reqs_[i].get();
     if (nr > 0) HALOX_MPI_CHECK(MPI_Startall(static_cast<int>(nr), reqs_.data()));
-    for (std::size_t i = 0; i < ns; ++i)
-      pack_message(sched_, sched_.sends[i], bufs_, sbase + soff_[i]);
+    for (auto const& p : spieces_)
+      pack_message(sched_, sched_.sends[p.msg], bufs_, sbase + soff_[p.msg]);
     if (ns > 0) HALOX_MPI_CHECK(MPI_Startall(static_cast<int>(ns), reqs_.data() + nr));
     return;
   }
   for (std::size_t i = 0; i < nr; ++i) {
-    auto const& m = sched_.recvs[i];
-    void* dst = rbase + roff_[i];
-    if (recv_inplace_[i] && op_ == combine_op::replace)
-      dst = static_cast<std::byte*>(bufs_[m.regions[0].slot]) +
-            region_byte_offset(sched_, m.regions[0]);
-    HALOX_MPI_CHECK(MPI_Irecv(dst, rcount_[i], MPI_BYTE, m.peer, cfg_.tag, cfg_.comm, &reqs_[i]));
+    auto const& p = rpieces_[i];
+    auto const& m = sched_.recvs[p.msg];
+    std::byte* dst = rbase + roff_[p.msg] + p.range.offset;
+    if (recv_inplace_[p.msg] && op_ == combine_op::replace) dst = in_place(m, p.range.offset);
+    HALOX_MPI_CHECK(MPI_Irecv(dst, p.count, MPI_BYTE, m.peer, cfg_.tag, cfg_.comm, &reqs_[i]));
   }
+  // Each piece is packed right before it is sent, so the first fragment of a long message
+  // moves while the next one is packed.
   for (std::size_t i = 0; i < ns; ++i) {
-    auto const& m = sched_.sends[i];
-    void const* src;
-    if (send_inplace_[i]) {
-      src = static_cast<std::byte const*>(bufs_[m.regions[0].slot]) +
-            region_byte_offset(sched_, m.regions[0]);
+    auto const& p = spieces_[i];
+    auto const& m = sched_.sends[p.msg];
+    std::byte const* src;
+    if (send_inplace_[p.msg]) {
+      src = in_place(m, p.range.offset);
     } else {
-      pack_message(sched_, m, bufs_, sbase + soff_[i]);
-      src = sbase + soff_[i];
+      std::byte* out = sbase + soff_[p.msg] + p.range.offset;
+      if (p.regions.empty()) {
+        pack_message(sched_, m, bufs_, out);
+      } else {
+        for (auto const& r : p.regions) out += pack_region(sched_, r, bufs_, out);
+      }
+      src = sbase + soff_[p.msg] + p.range.offset;
     }
-    HALOX_MPI_CHECK(
-        MPI_Isend(src, scount_[i], MPI_BYTE, m.peer, cfg_.tag, cfg_.comm, &reqs_[nr + i]));
+    HALOX_MPI_CHECK(MPI_Isend(src, p.count, MPI_BYTE, m.peer, cfg_.tag, cfg_.comm, &reqs_[nr + i]));
   }
 }
 
 void p2p_executor::receive() {
-  std::size_t const nr = sched_.recvs.size(), ns = sched_.sends.size();
+  std::size_t const nr = rpieces_.size(), ns = spieces_.size();
+  bool const persistent = mode_ == p2p_mode::persistent;
   std::byte* const rbase = ws(memory_kind::host, recv_area_);
-  // Unpack each message as it lands.
+  // Unpack each message (or fragment) as it lands.
   for (std::size_t done = 0; done < nr; ++done) {
     int const idx = wait_any(0, nr);
     if (idx == MPI_UNDEFINED) break;
-    if (persistent_) reqs_[idx] = MPI_REQUEST_NULL; // the persistent handle stays owned
-    bool const inplace = !persistent_ && recv_inplace_[idx] && op_ == combine_op::replace;
-    if (!inplace) unpack_message(sched_, sched_.recvs[idx], bufs_, rbase + roff_[idx], op_);
+    if (persistent) reqs_[idx] = MPI_REQUEST_NULL; // the persistent handle stays owned
+    auto const& p = rpieces_[idx];
+    auto const& m = sched_.recvs[p.msg];
+    if (!persistent && recv_inplace_[p.msg] && op_ == combine_op::replace) continue;
+    std::byte const* in = rbase + roff_[p.msg] + p.range.offset;
+    if (p.regions.empty()) {
+      unpack_message(sched_, m, bufs_, in, op_);
+    } else {
+      for (auto const& r : p.regions) in += unpack_region(sched_, r, bufs_, in, op_);
+    }
   }
   wait_all(nr, ns);
-  if (persistent_)
+  if (persistent)
     for (auto& r : reqs_) r = MPI_REQUEST_NULL;
 }
 
