@@ -12,6 +12,11 @@
 //  halo/comb_f64_{100,180}pr/w3    the same, one variable, width 3
 //  halo/slab_f64_256/w1            double 256^3 split along dim 0 only, halo on dim 0: every
 //                                  face is one contiguous block (the "contiguous faces" case)
+//  halo/upwind_f64_256/w2/split_x  double 256^3 split along x (fastest axis), a halo of width 2
+//                                  after the owned block only (an upwind stencil): each rank
+//                                  sends one strided 1 MiB face to the rank before it and
+//                                  receives one from the rank after it, so with 2 ranks data
+//                                  flows one way (what pipelined packing overlaps)
 //
 // None is periodic, so the schedule has no local copies and the limits cover all the work.
 // Extents are multiplied by HALOX_BENCH_SCALE.
@@ -34,13 +39,17 @@ struct halo_case {
   dtype type = dtype::float32;
   std::vector<index_t> shape;
   std::vector<int> dims;  // the full process grid
-  std::vector<int> width; // halo width per dimension (both sides)
+  std::vector<int> width; // halo width per dimension (both sides, or the high side only)
   int ntensors = 1;
+  bool one_sided = false; // halos after the owned block only: data flows one way
 };
 
 std::vector<dim_options> options_of(halo_case const& c) {
   std::vector<dim_options> o;
-  for (int w : c.width) o.push_back(dim_options::halo(w));
+  for (int w : c.width) {
+    o.push_back(dim_options::halo(w));
+    if (c.one_sided) o.back().halo_lo = 0;
+  }
   return o;
 }
 
@@ -200,6 +209,13 @@ void register_halo_cases() {
   }
 
   add_case({"halo/slab_f64_256/w1", dtype::float64, {n256, n256, n256}, {p, 1, 1}, {1, 0, 0}});
+  add_case({"halo/upwind_f64_256/w2/split_x",
+            dtype::float64,
+            {n256, n256, n256},
+            {1, 1, p},
+            {0, 0, 2},
+            1,
+            true});
 }
 
 } // namespace halox::bench

@@ -263,6 +263,16 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
     e.wait(b.stream());
     b.synchronize();
   };
+  // Every timed exchange starts with the ranks lined up, as an exchange between two phases of
+  // computation does (and as halox-bench times it). Back to back, a rank that finished early
+  // starts the next exchange early, so where data flows one way (an upwind halo, a gather) a
+  // backend whose sender waits less looks slower than it is: the race then times how the
+  // exchanges of two plans overlap, not how long one takes. A bounded barrier (no hang).
+  auto const line_up = [&] {
+    MPI_Request req = MPI_REQUEST_NULL;
+    HALOX_MPI_CHECK(MPI_Ibarrier(cfg.comm, &req));
+    wait_bounded(req, cfg.timeout, "an autotuning round (lining the ranks up)");
+  };
 
   measurement m;
   double const t0 = now();
@@ -379,12 +389,15 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
       executor& e = *execs[static_cast<std::size_t>(cand_of[j])];
       // The faster of two exchanges, one per buffer set: both pay for the buffers moving, but
       // a round is spoilt by a preempted rank only when both exchanges are.
+      line_up();
       double const a = now();
       run(e, 0);
       double const b = now();
+      line_up();
+      double const b2 = now();
       run(e, 1);
       double const c = now();
-      round_times[j] = std::min(b - a, c - b) + (hooks.skew ? hooks.skew(race[j].b, round) : 0.0);
+      round_times[j] = std::min(b - a, c - b2) + (hooks.skew ? hooks.skew(race[j].b, round) : 0.0);
     }
     round_times[n] = now() - t0;
     allreduce_bounded(MPI_IN_PLACE, round_times.data(), n + 1, MPI_DOUBLE, MPI_MAX, cfg.comm,
