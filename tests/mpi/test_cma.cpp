@@ -85,22 +85,7 @@ TEST(Cma, PlansInFlightTogetherAndATransposeMatchMpiPack) {
   qr.execute(tensor_view(u, yr));
   EXPECT_EQ(x, xr);
   EXPECT_EQ(y, yr);
-
-  int const n = world_size();
-  process_grid rows(MPI_COMM_WORLD, {n, 1}), cols(MPI_COMM_WORLD, {1, n});
-  tensor_desc const a(rows, {37, 29}, dtype::float64), b(cols, {37, 29}, dtype::float64);
-  redistribute_options ro, rr;
-  ro.method = backend::cma;
-  rr.method = backend::mpi_pack;
-  redistribute_plan rp(ctx, a, b, ro), rpr(ctx, a, b, rr);
-  auto src = numbered<double>(a, 3);
-  std::vector<double> dst(b.local_elements(), -1.0), dstr = dst;
-  rp.execute(tensor_view(a, src), tensor_view(b, dst));
-  rpr.execute(tensor_view(a, src), tensor_view(b, dstr));
-  EXPECT_EQ(dst, dstr);
-  std::vector<double> back(a.local_elements(), -2.0);
-  rp.execute_inverse(tensor_view(b, dst), tensor_view(a, back));
-  EXPECT_EQ(back, src);
+  halox::test::expect_transpose_matches_mpi_pack(ctx, backend::cma);
 }
 
 #if HALOX_HAS_CMA

@@ -79,22 +79,7 @@ TEST(Pipeline, ManySmallFragmentsMatchMpiPackForwardAndReverse) {
 // Rows to columns: each rank's message is a strided block on the sending side and a contiguous
 // one on the receiving side (received in place, fragment by fragment), and back.
 TEST(Pipeline, ATransposeInFragmentsMatchesMpiPackAndInverts) {
-  int const n = world_size();
-  process_grid rows(MPI_COMM_WORLD, {n, 1}), cols(MPI_COMM_WORLD, {1, n});
-  tensor_desc const a(rows, {37, 29}, dtype::float64), b(cols, {37, 29}, dtype::float64);
-  context ctx = pipeline_context(56);
-  redistribute_options ro, rr;
-  ro.method = backend::mpi_pipeline;
-  rr.method = backend::mpi_pack;
-  redistribute_plan rp(ctx, a, b, ro), rpr(ctx, a, b, rr);
-  auto src = numbered<double>(a, 3);
-  std::vector<double> dst(b.local_elements(), -1.0), dstr = dst;
-  rp.execute(tensor_view(a, src), tensor_view(b, dst));
-  rpr.execute(tensor_view(a, src), tensor_view(b, dstr));
-  EXPECT_EQ(dst, dstr);
-  std::vector<double> back(a.local_elements(), -2.0);
-  rp.execute_inverse(tensor_view(b, dst), tensor_view(a, back));
-  EXPECT_EQ(back, src);
+  halox::test::expect_transpose_matches_mpi_pack(pipeline_context(56), backend::mpi_pipeline);
 }
 
 // With the automatic size, a 160 KB face (a column of 20 000 doubles: 20 000 runs of one
