@@ -8,7 +8,7 @@ import numpy as np
 from mpi4py import MPI
 
 COMM = MPI.COMM_WORLD
-BACKENDS = ["mpi_pack", "mpi_datatype", "alltoallv"]
+BACKENDS = ["mpi_pack", "mpi_datatype", "alltoallv", "mpi_pipeline"]
 
 
 def agree(ok, what="check failed"):

@@ -1,5 +1,7 @@
 """halox plans on NumPy arrays and torch tensors against NumPy oracles."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -223,3 +225,25 @@ def test_tune_options_reach_automatic_selection():
         agree("re-check: off" in text and "watching" not in text, text)
     t = d.zeros()
     p.execute(t)
+
+
+def test_pipelined_backend_cuts_messages_into_fragments():
+    # The fragment size comes from the context (here from the environment, read when the
+    # context is built); every message of this exchange is cut into 16-byte fragments.
+    os.environ["HALOX_PIPELINE_FRAGMENT"] = "16"
+    try:
+        ctx = halox.Context(COMM)
+    finally:
+        del os.environ["HALOX_PIPELINE_FRAGMENT"]
+    n = COMM.Get_size()
+    shape = [9, 8]
+    d = make_desc(shape, grid_dims(n, 2), [halox.DimOptions.halo(2, True), halox.DimOptions.halo(1, True)])
+    glob = global_array(shape, np.float64)
+    x = np.full(d.local_shape, -7.0)
+    x[d.owned_slices] = glob[d.global_slices]
+    plan = halox.HaloPlan(d, context=ctx, backend="mpi_pipeline")
+    plan.execute(x)
+    agree_close(x, halo_oracle(d, glob, 0.0), what="mpi_pipeline with 16-byte fragments")
+    if n > 1:
+        agree("fragment size 16 B" in plan.describe() and " 0 of " not in plan.describe(),
+              plan.describe())
