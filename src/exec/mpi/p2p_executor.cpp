@@ -44,8 +44,7 @@ void p2p_executor::add_pieces(std::vector<message> const& msgs, bool recv) {
     }
     // Both sides cut the message alike: the cut depends only on what they share (its bytes,
     // its element size, the context's fragment setting), never on their own layouts.
-    auto const cut = cut_message(m.bytes, message_elem_size(sched_, m),
-                                 cfg_.ctx ? cfg_.ctx->pipeline_fragment : 0);
+    auto const cut = cut_message(m.bytes, message_elem_size(sched_, m), fragment_setting());
     for (auto const& r : cut) {
       piece p{i, r, {}, mpi_int_count(r.bytes, what)};
       if (cut.size() > 1) p.regions = regions_of_range(sched_, m, r);
@@ -63,8 +62,16 @@ std::string p2p_executor::wire_summary() const {
   if (n == 0) return {};
   std::string out = std::to_string(cut) + " of " + std::to_string(n) + " sent message(s) cut, " +
                     std::to_string(spieces_.size()) + " piece(s) sent, fragment size ";
-  std::size_t const f = cfg_.ctx ? cfg_.ctx->pipeline_fragment : 0;
+  std::size_t const f = fragment_setting();
   return out + (f == 0 ? std::string("automatic") : std::to_string(f) + " B");
+}
+
+std::size_t p2p_executor::fragment_setting() const noexcept {
+  return cfg_.ctx ? cfg_.ctx->pipeline_fragment : 0;
+}
+
+std::vector<region> const& p2p_executor::regions_of(piece const& p, message const& m) noexcept {
+  return p.regions.empty() ? m.regions : p.regions;
 }
 
 std::byte* p2p_executor::in_place(message const& m, std::size_t offset) const {
@@ -121,13 +128,10 @@ void p2p_executor::post(void*) {
     if (send_inplace_[p.msg]) {
       src = in_place(m, p.range.offset);
     } else {
-      std::byte* out = sbase + soff_[p.msg] + p.range.offset;
-      if (p.regions.empty()) {
-        pack_message(sched_, m, bufs_, out);
-      } else {
-        for (auto const& r : p.regions) out += pack_region(sched_, r, bufs_, out);
-      }
-      src = sbase + soff_[p.msg] + p.range.offset;
+      std::byte* const packed = sbase + soff_[p.msg] + p.range.offset;
+      std::byte* out = packed;
+      for (auto const& r : regions_of(p, m)) out += pack_region(sched_, r, bufs_, out);
+      src = packed;
     }
     HALOX_MPI_CHECK(MPI_Isend(src, p.count, MPI_BYTE, m.peer, cfg_.tag, cfg_.comm, &reqs_[nr + i]));
   }
@@ -146,11 +150,7 @@ void p2p_executor::receive() {
     auto const& m = sched_.recvs[p.msg];
     if (!persistent && recv_inplace_[p.msg] && op_ == combine_op::replace) continue;
     std::byte const* in = rbase + roff_[p.msg] + p.range.offset;
-    if (p.regions.empty()) {
-      unpack_message(sched_, m, bufs_, in, op_);
-    } else {
-      for (auto const& r : p.regions) in += unpack_region(sched_, r, bufs_, in, op_);
-    }
+    for (auto const& r : regions_of(p, m)) in += unpack_region(sched_, r, bufs_, in, op_);
   }
   wait_all(nr, ns);
   if (persistent)

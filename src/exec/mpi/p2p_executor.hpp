@@ -35,11 +35,17 @@ private:
   struct piece {
     std::size_t msg = 0;         ///< index into sched_.sends / sched_.recvs
     byte_range range;            ///< bytes of the message's stream
-    std::vector<region> regions; ///< this side's sub-boxes of `range` (fragments only)
+    std::vector<region> regions; ///< this side's sub-boxes of `range` (fragments only; a whole
+                                 ///< message keeps its own regions, see regions_of)
     int count = 0;               ///< range.bytes as MPI's count
   };
   void add_pieces(std::vector<message> const& msgs, bool recv);
   [[nodiscard]] std::byte* in_place(message const& m, std::size_t offset) const;
+  /// The regions `p` moves: its sub-boxes when it is a fragment, else all of `m`'s.
+  [[nodiscard]] static std::vector<region> const& regions_of(piece const& p,
+                                                             message const& m) noexcept;
+  /// The context's fragment size (0: automatic).
+  [[nodiscard]] std::size_t fragment_setting() const noexcept;
 
   p2p_mode mode_;
   std::size_t send_area_ = 0, recv_area_ = 0;     // workspace offsets of the packed messages
