@@ -1,6 +1,7 @@
 #include "ops/bn_affine.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/geometry.hpp"
+#include "ops/per_channel.hpp"
 
 #include <halox/error.hpp>
 #include <halox/ops/batch_norm.hpp>
@@ -13,28 +14,6 @@ namespace detail {
 namespace {
 
 constexpr auto bad = errc::invalid_argument;
-
-// Shape and strides of everything after the channel dimension (empty for [N, C]).
-struct per_channel {
-  index_t n = 0, c = 0, sn = 0, sc = 0, inner = 1;
-  std::vector<index_t> rest, rest_strides;
-};
-
-template <class T> per_channel split(char const* op, char const* name, tensor_ref<T> const& t) {
-  check_ref(op, name, t);
-  HALOX_REQUIRE(t.rank() >= 2, bad,
-                std::string(op) + ": " + name + " has shape " + fmt(t.shape) +
-                    "; expected [N, C, ...] of rank >= 2");
-  per_channel r;
-  r.n = t.shape[0];
-  r.c = t.shape[1];
-  r.sn = t.strides[0];
-  r.sc = t.strides[1];
-  r.rest.assign(t.shape.begin() + 2, t.shape.end());
-  r.rest_strides.assign(t.strides.begin() + 2, t.strides.end());
-  r.inner = element_count(r.rest);
-  return r;
-}
 
 // Calls f(offset) for each element of channel c, in a fixed order.
 template <class F> void for_channel(per_channel const& g, index_t c, F&& f) {
@@ -52,13 +31,6 @@ template <class F> void for_channel2(per_channel const& a, per_channel const& b,
     for_each_element(a.rest, a.rest_strides, b.rest_strides, b.rest_strides,
                      [&](index_t oa, index_t ob, index_t) { f(ba + oa, bb + ob); });
   }
-}
-
-void require_same(char const* op, char const* a, std::vector<index_t> const& sa, char const* b,
-                  std::vector<index_t> const& sb) {
-  HALOX_REQUIRE(sa == sb, bad,
-                std::string(op) + ": " + a + " has shape " + fmt(sa) + " but " + b + " has shape " +
-                    fmt(sb) + "; they must match");
 }
 
 } // namespace

@@ -212,6 +212,12 @@ template <class T> void local_kernels<T>::bn_apply(const_tensor_ref<T> x, bn_mom
   thread_scope s(threads_);
   impl_->bn_apply(std::move(x), m, gamma, beta, std::move(y));
 }
+template <class T> void local_kernels<T>::bn_apply_relu(const_tensor_ref<T> x, bn_moments const& m,
+                                                        T const* gamma, T const* beta,
+                                                        tensor_ref<T> y) {
+  thread_scope s(threads_);
+  impl_->bn_apply_relu(std::move(x), m, gamma, beta, std::move(y));
+}
 template <class T> void local_kernels<T>::bn_backward_apply(const_tensor_ref<T> x,
                                                             const_tensor_ref<T> dy,
                                                             bn_moments const& m, T const* gamma,

@@ -45,6 +45,12 @@ public:
   virtual void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
                                  T const* gamma, bn_grad_sums const& total, bool training,
                                  tensor_ref<T> dx) = 0;
+  /// bn_apply followed by ReLU on y. This default runs the two passes; fast providers fuse them.
+  virtual void bn_apply_relu(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,
+                             T const* beta, tensor_ref<T> y) {
+    bn_apply(x, m, gamma, beta, y);
+    relu_forward(y, y);
+  }
   /// One line per problem shape: what was chosen and what each candidate cost.
   [[nodiscard]] virtual std::string describe() const = 0;
 };

@@ -106,6 +106,9 @@ public:
   /// As `bn_apply`.
   void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
                 tensor_ref<T> y);
+  /// As `bn_apply` followed by `relu_forward` on y (one pass where the provider fuses them).
+  void bn_apply_relu(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
+                     tensor_ref<T> y);
   /// As `bn_backward_apply`.
   void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
                          T const* gamma, bn_grad_sums const& total, bool training,

@@ -1,8 +1,9 @@
 // The oneDNN provider (float, host memory): convolutions through oneDNN primitives on boxes of
 // the caller's buffers (see onednn_conv.hpp), pooling through oneDNN pooling primitives (see
-// onednn_pool.cpp); the bias gradient, ReLU and the batch-norm applications are memory-bound
-// loops that the reference kernels already run at memory speed, so they are shared with it.
+// onednn_pool.cpp); ReLU and the batch-norm passes through halox's vectorised host loops
+// (fast_pointwise.hpp); the bias gradient through the reference loop.
 #include "ops/conv_common.hpp"
+#include "ops/fast_pointwise.hpp"
 #include "ops/onednn/onednn_conv.hpp"
 #include "ops/onednn/onednn_pool.hpp"
 #include "ops/provider.hpp"
@@ -209,28 +210,35 @@ public:
     if (!pool_.backward(x, dy, in_extent, dx, in_box, p))
       ref_->pool_backward(x, dy, in_extent, dx, in_box, p);
   }
+  // The element-wise and batch-norm passes are memory-bound: halox's vectorised host loops
+  // run them on the caller's strided views directly (oneDNN's eltwise and batch-norm primitives
+  // would need dense layouts, i.e. copies around every haloed buffer).
   void relu_forward(const_tensor_ref<float> x, tensor_ref<float> y) override {
-    ref_->relu_forward(x, y);
+    fast_relu_forward<float>(x, y);
   }
   void relu_backward(const_tensor_ref<float> x, const_tensor_ref<float> dy,
                      tensor_ref<float> dx) override {
-    ref_->relu_backward(x, dy, dx);
+    fast_relu_backward<float>(x, dy, dx);
   }
   bn_stats bn_partial_stats(const_tensor_ref<float> x) override {
-    return ref_->bn_partial_stats(x);
+    return fast_bn_partial_stats<float>(x);
   }
   bn_grad_sums bn_backward_partial(const_tensor_ref<float> x, const_tensor_ref<float> dy,
                                    bn_moments const& m) override {
-    return ref_->bn_backward_partial(x, dy, m);
+    return fast_bn_backward_partial<float>(x, dy, m);
   }
   void bn_apply(const_tensor_ref<float> x, bn_moments const& m, float const* gamma,
                 float const* beta, tensor_ref<float> y) override {
-    ref_->bn_apply(x, m, gamma, beta, y);
+    fast_bn_apply<float>(x, m, gamma, beta, y, false);
+  }
+  void bn_apply_relu(const_tensor_ref<float> x, bn_moments const& m, float const* gamma,
+                     float const* beta, tensor_ref<float> y) override {
+    fast_bn_apply<float>(x, m, gamma, beta, y, true);
   }
   void bn_backward_apply(const_tensor_ref<float> x, const_tensor_ref<float> dy, bn_moments const& m,
                          float const* gamma, bn_grad_sums const& total, bool training,
                          tensor_ref<float> dx) override {
-    ref_->bn_backward_apply(x, dy, m, gamma, total, training, dx);
+    fast_bn_backward_apply<float>(x, dy, m, gamma, total, training, dx);
   }
   std::string describe() const override { return conv_.describe() + pool_.describe(); }
 

@@ -1,0 +1,252 @@
+// Vectorised host kernels for ReLU and batch norm (see fast_pointwise.hpp). Each pass walks
+// the tensor as contiguous runs (`for_each_run`: a whole plane when the layout is dense, one row
+// when halos interrupt it) and runs a SIMD loop over each run. The loops are written so that
+// `#pragma omp simd` (honoured with -fopenmp or -fopenmp-simd) vectorises them, reductions
+// included, without changing the per-element arithmetic.
+#include "ops/fast_pointwise.hpp"
+
+#include "ops/bn_affine.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/per_channel.hpp"
+
+#include <string>
+
+namespace halox::ops::detail {
+namespace {
+
+template <class T> void relu_run(T const* x, T* y, index_t n) {
+#pragma omp simd
+  for (index_t i = 0; i < n; ++i) {
+    T const v = x[i];
+    y[i] = v < T(0) ? T(0) : v;
+  }
+}
+
+template <class T> void relu_backward_run(T const* x, T const* dy, T* dx, index_t n) {
+#pragma omp simd
+  for (index_t i = 0; i < n; ++i) dx[i] = x[i] <= T(0) ? T(0) : dy[i];
+}
+
+template <class T> double sum_run(T const* x, index_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (index_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  return s;
+}
+
+template <class T> double squared_deviation_run(T const* x, index_t n, double mean) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (index_t i = 0; i < n; ++i) {
+    double const d = static_cast<double>(x[i]) - mean;
+    s += d * d;
+  }
+  return s;
+}
+
+template <class T>
+void affine_run(T const* x, T* y, index_t n, double scale, double shift, bool relu) {
+  if (relu) {
+#pragma omp simd
+    for (index_t i = 0; i < n; ++i) {
+      T const v = static_cast<T>(static_cast<double>(x[i]) * scale + shift);
+      y[i] = v < T(0) ? T(0) : v;
+    }
+  } else {
+#pragma omp simd
+    for (index_t i = 0; i < n; ++i)
+      y[i] = static_cast<T>(static_cast<double>(x[i]) * scale + shift);
+  }
+}
+
+template <class T>
+void grad_sums_run(T const* x, T const* dy, index_t n, double mean, double& sd, double& sdx) {
+  double a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+  for (index_t i = 0; i < n; ++i) {
+    double const g = static_cast<double>(dy[i]);
+    a += g;
+    b += g * (static_cast<double>(x[i]) - mean);
+  }
+  sd += a;
+  sdx += b;
+}
+
+struct dx_coefficients {
+  double k, mdy, mdyx, mean, invstd;
+};
+
+template <class T>
+void dx_run(T const* x, T const* dy, T* dx, index_t n, dx_coefficients const& q) {
+#pragma omp simd
+  for (index_t i = 0; i < n; ++i) {
+    double const xhat = (static_cast<double>(x[i]) - q.mean) * q.invstd;
+    double const g = static_cast<double>(dy[i]);
+    dx[i] = static_cast<T>(q.k * (g - q.mdy - xhat * q.mdyx));
+  }
+}
+
+// Threads across channels only for large tensors, as the reference kernels decide.
+bool parallel(per_channel const& g) { return g.n * g.inner * g.c >= parallel_min_work; }
+
+} // namespace
+
+template <class T> void fast_relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) {
+  char const* op = "relu_forward";
+  check_ref(op, "x", x);
+  check_ref(op, "y", y);
+  require_same(op, "y", y.shape, "x", x.shape);
+  for_each_run(
+      x.shape, x.strides, y.strides, y.strides,
+      [&](index_t ox, index_t oy, index_t, index_t n) { relu_run(x.data + ox, y.data + oy, n); });
+}
+
+template <class T>
+void fast_relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx) {
+  char const* op = "relu_backward";
+  check_ref(op, "x", x);
+  check_ref(op, "dy", dy);
+  check_ref(op, "dx", dx);
+  require_same(op, "dy", dy.shape, "x", x.shape);
+  require_same(op, "dx", dx.shape, "x", x.shape);
+  for_each_run(x.shape, x.strides, dy.strides, dx.strides,
+               [&](index_t ox, index_t od, index_t oo, index_t n) {
+                 relu_backward_run(x.data + ox, dy.data + od, dx.data + oo, n);
+               });
+}
+
+template <class T> bn_stats fast_bn_partial_stats(const_tensor_ref<T> x) {
+  auto const g = split("bn_partial_stats", "x", x);
+  bn_stats s;
+  s.count = g.n * g.inner;
+  s.mean.assign(static_cast<std::size_t>(g.c), 0.0);
+  s.m2.assign(static_cast<std::size_t>(g.c), 0.0);
+  if (s.count == 0) return s;
+  double const plane = static_cast<double>(g.inner);
+#pragma omp parallel for schedule(static) if (parallel(g))
+  for (index_t c = 0; c < g.c; ++c) {
+    double count = 0, mean = 0, m2 = 0;
+    for (index_t n = 0; n < g.n; ++n) {
+      T const* base = x.data + n * g.sn + c * g.sc;
+      double sum = 0;
+      for_each_run(
+          g.rest, g.rest_strides, g.rest_strides, g.rest_strides,
+          [&](index_t o, index_t, index_t, index_t len) { sum += sum_run(base + o, len); });
+      double const pm = sum / plane;
+      double q = 0;
+      for_each_run(g.rest, g.rest_strides, g.rest_strides, g.rest_strides,
+                   [&](index_t o, index_t, index_t, index_t len) {
+                     q += squared_deviation_run(base + o, len, pm);
+                   });
+      // Chan's merge of (count, mean, m2) with the plane's (plane, pm, q).
+      double const total = count + plane, delta = pm - mean;
+      mean += delta * (plane / total);
+      m2 += q + delta * delta * (count * plane / total);
+      count = total;
+    }
+    s.mean[static_cast<std::size_t>(c)] = mean;
+    s.m2[static_cast<std::size_t>(c)] = m2;
+  }
+  return s;
+}
+
+template <class T> void fast_bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,
+                                      T const* beta, tensor_ref<T> y, bool relu) {
+  char const* op = "bn_apply";
+  auto const gx = split(op, "x", x);
+  auto const gy = split(op, "y", y);
+  require_same(op, "y", y.shape, "x", x.shape);
+  require_moments(op, m, gx.c);
+#pragma omp parallel for schedule(static) if (parallel(gx))
+  for (index_t c = 0; c < gx.c; ++c) {
+    double const scale = m.invstd[c] * (gamma ? static_cast<double>(gamma[c]) : 1.0);
+    double const shift = (beta ? static_cast<double>(beta[c]) : 0.0) - m.mean[c] * scale;
+    for (index_t n = 0; n < gx.n; ++n) {
+      T const* xb = x.data + n * gx.sn + c * gx.sc;
+      T* yb = y.data + n * gy.sn + c * gy.sc;
+      for_each_run(gx.rest, gx.rest_strides, gy.rest_strides, gy.rest_strides,
+                   [&](index_t ox, index_t oy, index_t, index_t len) {
+                     affine_run(xb + ox, yb + oy, len, scale, shift, relu);
+                   });
+    }
+  }
+}
+
+template <class T> bn_grad_sums
+fast_bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m) {
+  char const* op = "bn_backward_partial";
+  auto const gx = split(op, "x", x);
+  auto const gd = split(op, "dy", dy);
+  require_same(op, "dy", dy.shape, "x", x.shape);
+  require_moments(op, m, gx.c);
+  bn_grad_sums s;
+  s.count = gx.n * gx.inner;
+  s.sum_dy.assign(static_cast<std::size_t>(gx.c), 0.0);
+  s.sum_dy_xhat.assign(static_cast<std::size_t>(gx.c), 0.0);
+#pragma omp parallel for schedule(static) if (parallel(gx))
+  for (index_t c = 0; c < gx.c; ++c) {
+    double sd = 0, sdx = 0;
+    double const mean = m.mean[c];
+    for (index_t n = 0; n < gx.n; ++n) {
+      T const* xb = x.data + n * gx.sn + c * gx.sc;
+      T const* db = dy.data + n * gd.sn + c * gd.sc;
+      for_each_run(gx.rest, gx.rest_strides, gd.rest_strides, gd.rest_strides,
+                   [&](index_t ox, index_t od, index_t, index_t len) {
+                     grad_sums_run(xb + ox, db + od, len, mean, sd, sdx);
+                   });
+    }
+    s.sum_dy[static_cast<std::size_t>(c)] = sd;
+    s.sum_dy_xhat[static_cast<std::size_t>(c)] = sdx * m.invstd[c];
+  }
+  return s;
+}
+
+template <class T> void fast_bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                               bn_moments const& m, T const* gamma,
+                                               bn_grad_sums const& total, bool training,
+                                               tensor_ref<T> dx) {
+  char const* op = "bn_backward_apply";
+  auto const gx = split(op, "x", x);
+  auto const gd = split(op, "dy", dy);
+  auto const go = split(op, "dx", dx);
+  require_same(op, "dy", dy.shape, "x", x.shape);
+  require_same(op, "dx", dx.shape, "x", x.shape);
+  require_moments(op, m, gx.c);
+  if (training) require_grad_sums(op, total, gx.c);
+#pragma omp parallel for schedule(static) if (parallel(gx))
+  for (index_t c = 0; c < gx.c; ++c) {
+    dx_coefficients q{m.invstd[c] * (gamma ? static_cast<double>(gamma[c]) : 1.0), 0, 0, m.mean[c],
+                      m.invstd[c]};
+    if (training) {
+      double const n = static_cast<double>(total.count);
+      q.mdy = total.sum_dy[c] / n;
+      q.mdyx = total.sum_dy_xhat[c] / n;
+    }
+    for (index_t n = 0; n < gx.n; ++n) {
+      T const* xb = x.data + n * gx.sn + c * gx.sc;
+      T const* db = dy.data + n * gd.sn + c * gd.sc;
+      T* ob = dx.data + n * go.sn + c * go.sc;
+      for_each_run(gx.rest, gx.rest_strides, gd.rest_strides, go.rest_strides,
+                   [&](index_t ox, index_t od, index_t oo, index_t len) {
+                     dx_run(xb + ox, db + od, ob + oo, len, q);
+                   });
+    }
+  }
+}
+
+#define HALOX_INSTANTIATE(T)                                                                       \
+  template void fast_relu_forward(const_tensor_ref<T>, tensor_ref<T>);                             \
+  template void fast_relu_backward(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>);       \
+  template bn_stats fast_bn_partial_stats(const_tensor_ref<T>);                                    \
+  template void fast_bn_apply(const_tensor_ref<T>, bn_moments const&, T const*, T const*,          \
+                              tensor_ref<T>, bool);                                                \
+  template bn_grad_sums fast_bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,         \
+                                                 bn_moments const&);                               \
+  template void fast_bn_backward_apply(const_tensor_ref<T>, const_tensor_ref<T>,                   \
+                                       bn_moments const&, T const*, bn_grad_sums const&, bool,     \
+                                       tensor_ref<T>);
+HALOX_INSTANTIATE(float)
+HALOX_INSTANTIATE(double)
+#undef HALOX_INSTANTIATE
+
+} // namespace halox::ops::detail
