@@ -1,9 +1,11 @@
 // The oneDNN provider (float, host memory): convolutions through oneDNN primitives on boxes of
 // the caller's buffers (see onednn_conv.hpp), pooling through oneDNN pooling primitives (see
-// onednn_pool.cpp); the bias gradient, ReLU and the batch-norm applications are memory-bound
-// loops that the reference kernels already run at memory speed, so they are shared with it.
+// onednn_pool.cpp), LRN through oneDNN LRN primitives (see onednn_lrn.hpp); the bias gradient, ReLU
+// and the batch-norm applications are memory-bound loops that the reference kernels already run at
+// memory speed, so they are shared with it.
 #include "ops/conv_common.hpp"
 #include "ops/onednn/onednn_conv.hpp"
+#include "ops/onednn/onednn_lrn.hpp"
 #include "ops/onednn/onednn_pool.hpp"
 #include "ops/provider.hpp"
 
@@ -232,7 +234,16 @@ public:
                          tensor_ref<float> dx) override {
     ref_->bn_backward_apply(x, dy, m, gamma, total, training, dx);
   }
-  std::string describe() const override { return conv_.describe() + pool_.describe(); }
+  void lrn_forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_params const& p) override {
+    if (!lrn_.forward(x, y, p)) ref_->lrn_forward(x, y, p);
+  }
+  void lrn_backward(const_tensor_ref<float> x, const_tensor_ref<float> dy, tensor_ref<float> dx,
+                    lrn_params const& p) override {
+    if (!lrn_.backward(x, dy, dx, p)) ref_->lrn_backward(x, dy, dx, p);
+  }
+  std::string describe() const override {
+    return conv_.describe() + pool_.describe() + lrn_.describe();
+  }
 
 private:
   // The input region the outputs `ob` read, clipped to the input, and the zero padding left on
@@ -287,6 +298,7 @@ private:
   std::unique_ptr<compute_kernels<float>> ref_;
   onednn::conv_engine conv_;
   onednn::pool_engine pool_;
+  onednn::lrn_engine lrn_;
   std::vector<float> dw_;
 };
 
