@@ -7,5 +7,6 @@
 #include <halox/ops/dist_batch_norm.hpp>
 #include <halox/ops/dist_common.hpp>
 #include <halox/ops/dist_conv.hpp>
+#include <halox/ops/dist_lrn.hpp>
 #include <halox/ops/dist_pool.hpp>
 #include <halox/ops/dist_relu.hpp>
