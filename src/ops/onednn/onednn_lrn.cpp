@@ -23,18 +23,22 @@ void require_same(char const* op, char const* a, A const& ta, char const* b, B c
 
 } // namespace
 
-// The primitives of one problem, in the plain dense layout.
+// The primitives of one problem in one dense layout (plain or channel-blocked). `usable` is
+// false when oneDNN has only its reference implementation for the problem, which is slower than
+// halox's own kernels (the caller then uses those).
 struct lrn_engine::plan {
-  std::string impl;
+  std::string impl, layout;
+  bool usable = true;
   dnnl::lrn_forward fwd;
   dnnl::lrn_backward bwd;
   memory src_m, dst_m, ws_m, ddst_m, dsrc_m;
   bool backward = false;
 
-  plan(memory::dims const& dims, int nsp, lrn_params const& p, bool for_backward) {
+  plan(memory::dims const& dims, lrn_params const& p, bool for_backward, tag t, std::string name)
+      : layout(std::move(name)) {
     using namespace dnnl;
     auto& c = ctx();
-    memory::desc const md(dims, dt::f32, plain_tag(nsp));
+    memory::desc const md(dims, dt::f32, t);
     auto const alg = algorithm::lrn_across_channels;
     auto const a = static_cast<float>(p.alpha), b = static_cast<float>(p.beta),
                k = static_cast<float>(p.k);
@@ -44,6 +48,7 @@ struct lrn_engine::plan {
                                 alg, md, p.size, a, b, k),
         c.eng);
     impl = fpd.impl_info_str();
+    usable = impl.find("ref") == std::string::npos;
     fwd = dnnl::lrn_forward(fpd);
     src_m = memory(md, c.eng);
     dst_m = memory(md, c.eng);
@@ -52,7 +57,9 @@ struct lrn_engine::plan {
       ws_m = memory(fpd.workspace_desc(), c.eng);
       dnnl::lrn_backward::primitive_desc bpd(dnnl::lrn_backward::desc(alg, md, md, p.size, a, b, k),
                                              c.eng, fpd);
-      impl += ", backward " + std::string(bpd.impl_info_str());
+      std::string const b = bpd.impl_info_str();
+      impl += ", backward " + b;
+      usable = usable && b.find("ref") == std::string::npos;
       bwd = dnnl::lrn_backward(bpd);
       ddst_m = memory(md, c.eng);
       dsrc_m = memory(md, c.eng);
@@ -73,14 +80,33 @@ lrn_engine::plan* lrn_engine::find(const_tensor_ref<float> const& x, lrn_params 
       << ",alpha=" << p.alpha << ",beta=" << p.beta << ",k=" << p.k;
   auto it = plans_.find(key.str());
   if (it == plans_.end()) {
-    try {
-      memory::dims const dims(x.shape.begin(), x.shape.end());
-      it = plans_.emplace(key.str(), std::make_unique<plan>(dims, r - 2, p, for_backward)).first;
-    } catch (dnnl::error const&) {
-      return nullptr;
+    // Plain first; then oneDNN's channel-blocked layouts, where its optimised LRN kernels
+    // (notably backward) live; else remember the refusal.
+    int const nsp = r - 2;
+    std::vector<std::pair<tag, char const*>> const layouts{{plain_tag(nsp), "plain"},
+                                                           {nsp == 1   ? tag::nCw8c
+                                                            : nsp == 2 ? tag::nChw8c
+                                                                       : tag::nCdhw8c,
+                                                            "blocked 8c"},
+                                                           {nsp == 1   ? tag::nCw16c
+                                                            : nsp == 2 ? tag::nChw16c
+                                                                       : tag::nCdhw16c,
+                                                            "blocked 16c"}};
+    std::unique_ptr<plan> best;
+    for (auto const& [t, name] : layouts) {
+      try {
+        auto pl = std::make_unique<plan>(memory::dims(x.shape.begin(), x.shape.end()), p,
+                                         for_backward, t, name);
+        bool const ok = pl->usable;
+        if (!best || ok) best = std::move(pl);
+        if (ok) break;
+      } catch (dnnl::error const&) {
+      }
     }
+    if (!best) return nullptr;
+    it = plans_.emplace(key.str(), std::move(best)).first;
   }
-  return it->second.get();
+  return it->second->usable ? it->second.get() : nullptr;
 }
 
 bool lrn_engine::forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_params const& p) {
@@ -144,7 +170,9 @@ bool lrn_engine::backward(const_tensor_ref<float> x, const_tensor_ref<float> dy,
 std::string lrn_engine::describe() const {
   std::ostringstream os;
   for (auto const& [key, pl] : plans_)
-    os << "onednn lrn " << key << ": plain (" << pl->impl << ")\n";
+    os << "onednn lrn " << key << ": "
+       << (pl->usable ? pl->layout : "halox reference kernels, as oneDNN has only") << " ("
+       << pl->impl << ")\n";
   return os.str();
 }
 

@@ -1,8 +1,10 @@
 #pragma once
-// oneDNN LRN across channels on the caller's strided views, in the plain dense layout (the views
-// are reordered into it and back). oneDNN centres an even window differently from PyTorch (one
-// channel fewer below), so even sizes are left to the reference kernels; backward runs the
-// training forward again on x to get oneDNN's workspace.
+// oneDNN LRN across channels on the caller's strided views, in a dense layout chosen per shape:
+// plain, or channel-blocked where only that layout has oneDNN's optimised kernels (the views are
+// reordered into it and back). Where oneDNN has only its reference implementation, or centres
+// the window differently from PyTorch (even sizes: one channel fewer below), the caller uses
+// halox's reference kernels. Backward runs the training forward again on x to get oneDNN's
+// workspace.
 
 #include "ops/onednn/onednn_common.hpp"
 
