@@ -1,5 +1,6 @@
-// halox-bench-local: the local kernels of one compute provider on ResNet-style layer shapes,
-// forward and backward (data, weights, bias), one rank, OMP_NUM_THREADS threads (or --threads).
+// halox-bench-local: the local kernels of one compute provider on ResNet-style convolution
+// shapes, forward and backward (data, weights, bias), and on AlexNet-style LRN shapes, one rank,
+// OMP_NUM_THREADS threads (or --threads).
 //
 // For each shape it runs `warmup` untimed rounds (the first one also lets a fast provider
 // choose its implementation) and `iters` timed rounds, and prints the median of each pass in
@@ -8,7 +9,9 @@
 //   shape <name> fwd <ms> bwd_data <ms> bwd_weights <ms> total <ms>
 //
 // `total` is forward + backward-data + backward-weights + bias, the work of one training step of
-// the layer. bench/ops/compare_torch.py runs the same shapes in PyTorch and prints the ratio.
+// the layer. LRN shapes (names `lrn<nsp>d_<size>_<C>_<extent>`, AlexNet's alpha 1e-4, beta
+// 0.75, k 2) print the same line with `bwd_data` the backward pass and `bwd_weights` 0.
+// bench/ops/compare_torch.py runs the same shapes in PyTorch and prints the ratios.
 // Public API only (halox::ops::local_kernels).
 #include <halox/ops/ops.hpp>
 #include <halox/ops/provider.hpp>
@@ -54,6 +57,25 @@ std::vector<layer> layers(std::string const& which) {
   return r;
 }
 
+struct lrn_layer {
+  char const* name;
+  std::vector<index_t> x;
+  int size;
+};
+
+// LRN across channels where AlexNet has it (after conv1 and conv2, batch 4), and a 3-D shape.
+std::vector<lrn_layer> lrn_layers(std::string const& which) {
+  std::vector<lrn_layer> all = {
+      {"lrn2d_5_96_55", {4, 96, 55, 55}, 5},
+      {"lrn2d_5_256_27", {4, 256, 27, 27}, 5},
+      {"lrn3d_5_64_16x28x28", {2, 64, 16, 28, 28}, 5},
+  };
+  std::vector<lrn_layer> r;
+  for (auto const& l : all)
+    if (which == "all" || std::string(l.name).rfind(which, 0) == 0) r.push_back(l);
+  return r;
+}
+
 std::vector<float> random_vec(index_t n, unsigned seed) {
   std::mt19937 g(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -75,7 +97,7 @@ template <class F> double ms(F&& f) {
 
 int usage(int rc) {
   std::printf("halox-bench-local [--provider automatic|reference|onednn] [--threads N]\n"
-              "                  [--shapes all|2d|3d|<name prefix>] [--iters N] [--warmup N]\n"
+              "                  [--shapes all|2d|3d|lrn|<name prefix>] [--iters N] [--warmup N]\n"
               "                  [--describe]\n");
   return rc;
 }
@@ -153,6 +175,26 @@ int main(int argc, char** argv) {
       }
       std::printf("shape %s fwd %.3f bwd_data %.3f bwd_weights %.3f total %.3f\n", l.name,
                   median(tf), median(td), median(tw), median(tt));
+      std::fflush(stdout);
+    }
+    for (auto const& l : lrn_layers(which)) {
+      ops::lrn_params const p{l.size, 1e-4, 0.75, 2.0};
+      auto const x = random_vec(ops::element_count(l.x), 1),
+                 dy = random_vec(ops::element_count(l.x), 4);
+      std::vector<float> y(x.size()), dx(x.size());
+      std::vector<double> tf, tb, tt;
+      for (int it = 0; it < warmup + iters; ++it) {
+        double const f = ms([&] { k.lrn_forward({x.data(), l.x}, {y.data(), l.x}, p); });
+        double const b = ms([&] {
+          k.lrn_backward({x.data(), l.x}, {dy.data(), l.x}, {dx.data(), l.x}, p);
+        });
+        if (it < warmup) continue;
+        tf.push_back(f);
+        tb.push_back(b);
+        tt.push_back(f + b);
+      }
+      std::printf("shape %s fwd %.3f bwd_data %.3f bwd_weights 0.000 total %.3f\n", l.name,
+                  median(tf), median(tb), median(tt));
       std::fflush(stdout);
     }
     if (describe) std::printf("%s", k.describe().c_str());

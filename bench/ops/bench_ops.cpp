@@ -1,4 +1,6 @@
-// halox-bench-ops: a distributed convolution layer, forward + backward, with overlap on and off.
+// halox-bench-ops: a distributed convolution layer, forward + backward, with overlap on and off;
+// with --case lrn, LRN across channels instead (float 8x96x56x56, size 5, AlexNet's parameters),
+// which --split c splits along the channels (channel halo exchanges).
 //
 // For each case (2-D: float 8x64x256x256, 3x3, 64 -> 64; 3-D: float 2x32x64x64x64, 3x3x3,
 // 32 -> 32; spatial extents scaled by HALOX_BENCH_SCALE), each compute provider (--provider; by
@@ -192,16 +194,59 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
   return median(samples);
 }
 
+// One LRN case at one overlap setting, as `run` does the convolution.
+sample run_lrn(std::vector<index_t> const& shape, std::vector<int> const& dims, bool overlap,
+               ops::compute_provider prov, args const& a, double& bytes) {
+  halox::process_grid grid(MPI_COMM_WORLD, dims);
+  halox::tensor_desc xd(grid, shape, halox::dtype::float32);
+  ops::dist_options o;
+  o.overlap = overlap;
+  o.provider = prov;
+  o.method = a.method.empty() ? halox::backend::mpi_pack : halox::backend_from_string(a.method);
+  ops::dist_lrn<float> layer(xd, {5, 1e-4, 0.75, 2.0}, o);
+  auto const& in = layer.input_desc();
+  auto const& out = layer.output_desc();
+  std::vector<float> x(static_cast<std::size_t>(in.local_elements()));
+  std::vector<float> y(static_cast<std::size_t>(out.local_elements())), dy(y.size()), dx(y.size());
+  std::mt19937 g(1234 + static_cast<unsigned>(rank()));
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto* v : {&x, &dy})
+    for (auto& e : *v) e = u(g);
+  halox::tensor_view const xv(in, x), yv(out, y), dyv(out, dy), dxv(out, dx);
+  std::vector<sample> samples;
+  for (int it = 0; it < a.warmup + a.iters; ++it) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double const c0 = cpu_seconds();
+    double const t0 = MPI_Wtime();
+    layer.forward(xv, yv);
+    ops::dist_timings const f = layer.timings();
+    double const t1 = MPI_Wtime();
+    layer.backward(xv, dyv, dxv);
+    ops::dist_timings const bk = layer.timings();
+    double const t2 = MPI_Wtime();
+    double const c2 = cpu_seconds();
+    double loc[7] = {t2 - t0,          t1 - t0, t2 - t1, f.compute + bk.compute,
+                     f.wait + bk.wait, 0,       c2 - c0};
+    double mx[7];
+    MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (it >= a.warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
+  }
+  bytes = static_cast<double>(layer.bytes_sent());
+  return median(samples);
+}
+
 void usage() {
   std::printf(
-      "halox-bench-ops [--case 2d|3d|all] [--split space|n|auto] [--overlap on|off|both]\n"
+      "halox-bench-ops [--case 2d|3d|all|lrn] [--split space|n|c|auto] [--overlap on|off|both]\n"
       "                [--iters N] [--warmup N]\n"
       "                [--provider all|automatic|reference|onednn|cudnn] [--method BACKEND]\n"
       "Distributed conv layer (forward + backward), float, per compute provider. HALOX_BENCH_SCALE "
       "scales the\n"
       "spatial extents (2-D 256x256, 3-D 64^3 at scale 1). Run at 1, 2, 4 ranks and compare the\n"
       "step times for speed-ups. cudnn runs on device buffers; --method names the exchanges'\n"
-      "backend (default mpi_pack on host, staged_mpi on device).\n");
+      "backend (default mpi_pack on host, staged_mpi on device). --case lrn: LRN across channels\n"
+      "(8x96x56x56 at scale 1, size 5) instead of the convolution; --split c splits its "
+      "channels.\n");
 }
 
 } // namespace
@@ -270,6 +315,7 @@ int main(int argc, char** argv) {
   if (a.which == "2d" || a.which == "all") cases.push_back({"2d", {8, 64, sc(256), sc(256)}, 64});
   if (a.which == "3d" || a.which == "all")
     cases.push_back({"3d", {2, 32, sc(64), sc(64), sc(64)}, 32});
+  if (a.which == "lrn") cases.push_back({"lrn", {8, 96, sc(56), sc(56)}, 96});
   // Compute providers to compare: "all" runs every one built for float on host memory.
   std::vector<ops::compute_provider> provs;
   if (a.provider == "all") {
@@ -306,9 +352,15 @@ int main(int argc, char** argv) {
     if (a.split == "space") dims[0] = 1;
     if (a.split == "n")
       for (int d = 2; d < nd; ++d) dims[d] = 1;
+    bool const lrn = std::string(c.name) == "lrn";
     std::vector<int> halo(static_cast<std::size_t>(nd), 1);
     halo[0] = halo[1] = 0;
-    dims = halox::choose_grid(p, dims, c.shape, halo, halo);
+    if (a.split == "c") { // LRN's channel split: the channels over every rank
+      dims.assign(static_cast<std::size_t>(nd), 1);
+      dims[1] = p;
+    } else {
+      dims = halox::choose_grid(p, dims, c.shape, halo, halo);
+    }
     for (auto const prov : provs) {
       double wait[2] = {-1, -1};
       for (int on = 1; on >= 0; --on) {
@@ -316,7 +368,8 @@ int main(int argc, char** argv) {
         double bytes = 0;
         sample s;
         try {
-          s = run(c.shape, c.cout, dims, on == 1, prov, a, bytes);
+          s = lrn ? run_lrn(c.shape, dims, on == 1, prov, a, bytes)
+                  : run(c.shape, c.cout, dims, on == 1, prov, a, bytes);
         } catch (halox::error const& e) { // collective: every rank gets it (e.g. no GPU here)
           if (rank() == 0) std::fprintf(stderr, "halox-bench-ops: %s\n", e.what());
           MPI_Finalize();

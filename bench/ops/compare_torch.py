@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""halox's local convolution kernels against PyTorch's, on the same ResNet-style shapes.
+"""halox's local convolution and LRN kernels against PyTorch's, on the same shapes.
 
 Runs halox-bench-local (one process per provider) and times the same layers in PyTorch
 (torch.nn.functional.conv2d / conv3d, forward then backward through autograd: dx, dw and db),
-with the same number of threads. Prints a markdown table of fwd + bwd times in ms and, as its
-last line, the geometric mean over the shapes of halox/torch time for the first provider:
+with the same number of threads, and the LRN shapes (lrn*: torch.nn.functional.local_response_norm,
+forward, then backward through autograd; a table of their own with fwd and fwd+bwd ratios).
+Prints markdown tables of times in ms and, as its last line, the geometric mean over the
+convolution shapes of halox/torch time for the first provider:
 
     geomean halox/torch time: X
 
@@ -66,6 +68,37 @@ def torch_times(name, batch, iters, warmup):
     return statistics.median(fwd), statistics.median(tot)
 
 
+def parse_lrn(name):
+    # e.g. lrn2d_5_96_55 -> dims 2, size 5, channels 96, extent [55, 55]
+    head, size, c, ext = name.split("_")
+    nsp = int(head[3])
+    ext = [int(v) for v in ext.split("x")]
+    return nsp, int(size), int(c), ext * nsp if len(ext) == 1 else ext
+
+
+def torch_lrn_times(name, batch, iters, warmup):
+    """AlexNet's parameters, as halox-bench-local: alpha 1e-4, beta 0.75, k 2."""
+    import torch
+    import torch.nn.functional as F
+
+    nsp, size, c, ext = parse_lrn(name)
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand([batch, c] + ext, generator=g) * 2 - 1).requires_grad_(True)
+    dy = torch.rand(x.shape, generator=g) * 2 - 1
+    fwd, tot = [], []
+    for it in range(warmup + iters):
+        x.grad = None
+        t0 = time.perf_counter()
+        y = F.local_response_norm(x, size, alpha=1e-4, beta=0.75, k=2.0)
+        t1 = time.perf_counter()
+        y.backward(dy)
+        t2 = time.perf_counter()
+        if it >= warmup:
+            fwd.append((t1 - t0) * 1e3)
+            tot.append((t2 - t0) * 1e3)
+    return statistics.median(fwd), statistics.median(tot)
+
+
 def halox_times(exe, provider, shapes, iters, warmup, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = subprocess.run([exe, "--provider", provider, "--shapes", shapes, "--iters", str(iters),
@@ -95,7 +128,9 @@ def main():
     provs = a.providers.split(",")
     # The shape list comes from the tool; each shape is then timed in halox and in torch right
     # after each other, so that both see the same load on a shared machine.
-    names = list(halox_times(a.exe, provs[0], a.shapes, 0, 0, a.threads).keys())
+    all_names = list(halox_times(a.exe, provs[0], a.shapes, 0, 0, a.threads).keys())
+    names = [n for n in all_names if not n.startswith("lrn")]
+    lrn_names = [n for n in all_names if n.startswith("lrn")]
     print(f"threads {a.threads}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
           f"median of {a.iters} after {a.warmup} warm-up; times in ms, fwd+bwd = forward + "
           "dx + dw + db")
@@ -105,8 +140,9 @@ def main():
     for p in provs:
         head += f" halox {p} fwd | halox {p} fwd+bwd | {p}/torch |"
         sep += "---|---|---|"
-    print(head)
-    print(sep)
+    if names:
+        print(head)
+        print(sep)
     ratios = {p: [] for p in provs}
     for n in names:
         batch = 4 if n.startswith("2d") else 2
@@ -118,6 +154,35 @@ def main():
             ratios[p].append(h["total"] / tt)
             row += f" {h['fwd']:.2f} | {h['total']:.2f} | {h['total'] / tt:.2f} |"
         print(row, flush=True)
+    if lrn_names:
+        print()
+        head = "| LRN shape | torch fwd | torch fwd+bwd |"
+        sep = "|---|---|---|"
+        for p in provs:
+            head += f" halox {p} fwd | halox {p} fwd+bwd | {p}/torch fwd | {p}/torch fwd+bwd |"
+            sep += "---|---|---|---|"
+        print(head)
+        print(sep)
+        lrn_ratios = {p: ([], []) for p in provs}
+        for n in lrn_names:
+            batch = 4 if n.startswith("lrn2d") else 2
+            hal = {p: halox_times(a.exe, p, n, a.iters, a.warmup, a.threads)[n] for p in provs}
+            tf, tt = torch_lrn_times(n, batch, a.iters, a.warmup)
+            row = f"| {n} | {tf:.2f} | {tt:.2f} |"
+            for p in provs:
+                h = hal[p]
+                lrn_ratios[p][0].append(h["fwd"] / tf)
+                lrn_ratios[p][1].append(h["total"] / tt)
+                row += (f" {h['fwd']:.2f} | {h['total']:.2f} | {h['fwd'] / tf:.2f} |"
+                        f" {h['total'] / tt:.2f} |")
+            print(row, flush=True)
+        print()
+        gm = lambda v: math.exp(sum(map(math.log, v)) / len(v))
+        for p in provs:
+            print(f"geomean LRN halox {p}/torch time: fwd {gm(lrn_ratios[p][0]):.3f}, "
+                  f"fwd+bwd {gm(lrn_ratios[p][1]):.3f}")
+    if not names:
+        return 0
     print()
     for p in provs[1:]:
         print(f"geomean halox {p}/torch time: "

@@ -214,6 +214,29 @@ private:
   ops::dist_relu<T> op_;
 };
 
+// LRN across channels. The strategies never split the channels, so the operator exchanges
+// nothing and the layer keeps its input's layout.
+template <class T> class lrn_layer final : public layer<T> {
+public:
+  lrn_layer(layer_spec const& s, tensor_desc const& x)
+      : op_(x, {s.lrn_size, s.lrn_alpha, s.lrn_beta, s.lrn_k}, op_options()) {}
+  tensor_desc const& in_desc() const override { return op_.input_desc(); }
+  tensor_desc const& out_desc() const override { return op_.output_desc(); }
+  void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
+    op_.forward(x, y);
+    c.times->add(op_.timings());
+  }
+  void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
+                tensor_view const& dx, step_context const& c) override {
+    if (!dx.data) return;
+    op_.backward(x, dy, dx);
+    c.times->add(op_.timings());
+  }
+
+private:
+  ops::dist_lrn<T> op_;
+};
+
 // Inverted dropout. The mask of an element is a hash of the seed, the step, the layer and the
 // element's global index in the batch tensor, so it is the same whatever rank holds it.
 template <class T> class dropout_layer final : public layer<T> {
@@ -410,6 +433,7 @@ template <class T> std::unique_ptr<layer<T>> make_layer(layer_spec const& s, int
   if (s.kind == "maxpool" || s.kind == "avgpool") return std::make_unique<pool_layer<T>>(s, x);
   if (s.kind == "bn") return std::make_unique<bn_layer<T>>(s, x, store, lp);
   if (s.kind == "relu") return std::make_unique<relu_layer<T>>(x);
+  if (s.kind == "lrn") return std::make_unique<lrn_layer<T>>(s, x);
   if (s.kind == "dropout") return std::make_unique<dropout_layer<T>>(s, index, x);
   if (s.kind == "add") return std::make_unique<add_layer<T>>(x, skip);
   if (s.kind == "flatten") return std::make_unique<flatten_layer<T>>(x, grids);

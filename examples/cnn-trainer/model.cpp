@@ -45,6 +45,7 @@ std::map<std::string, std::set<std::string>> const& layer_fields() {
       {"conv", {"out", "k", "stride", "pad", "dilation", "bias"}},
       {"bn", {"stats"}},
       {"relu", {}},
+      {"lrn", {"size", "alpha", "beta", "k"}},
       {"maxpool", {"k", "stride", "pad", "dilation"}},
       {"avgpool", {"k", "stride", "pad"}},
       {"add", {"from"}},
@@ -189,6 +190,23 @@ model_spec parse_model(std::string const& text, std::string const& source) {
         } else if (f == "out") {
           if (!parse_int(v, 1, n)) bad("a positive integer");
           l.out = static_cast<int>(n);
+        } else if (key == "lrn") {
+          char* end = nullptr;
+          double const x = std::strtod(v.c_str(), &end);
+          bool const num = !v.empty() && *end == '\0' && std::isfinite(x);
+          if (f == "size") {
+            if (!parse_int(v, 1, n)) bad("a positive integer (channels per window, e.g. 5)");
+            l.lrn_size = static_cast<int>(n);
+          } else if (f == "alpha") {
+            if (!num || x < 0) bad("a number >= 0 like 1e-4");
+            l.lrn_alpha = x;
+          } else if (f == "beta") {
+            if (!num) bad("a number like 0.75");
+            l.lrn_beta = x;
+          } else {
+            if (!num || x <= 0) bad("a number > 0 like 2");
+            l.lrn_k = x;
+          }
         } else if (f == "k") {
           if (!parse_dims(v, nd, 1, l.kernel)) bad("a positive size like 3 or 3x3");
         } else if (f == "stride") {
@@ -225,7 +243,7 @@ model_spec parse_model(std::string const& text, std::string const& source) {
       fail(source, line,
            "unknown directive or layer '" + key +
                "' (directives: name input classes dtype strategy; layers: conv bn relu "
-               "maxpool avgpool add dropout flatten fc)");
+               "lrn maxpool avgpool add dropout flatten fc)");
     }
   }
   if (m.input.empty()) fail(source, 0, "missing 'input C H W' (or 'input C D H W') line");
@@ -234,8 +252,9 @@ model_spec parse_model(std::string const& text, std::string const& source) {
   if (m.name.empty()) m.name = source;
   bool flat = false;
   for (auto const& l : m.layers) {
-    bool const spatial = l.kind == "conv" || l.kind == "bn" || l.kind == "maxpool" ||
-                         l.kind == "avgpool" || l.kind == "add" || l.kind == "flatten";
+    bool const spatial = l.kind == "conv" || l.kind == "bn" || l.kind == "lrn" ||
+                         l.kind == "maxpool" || l.kind == "avgpool" || l.kind == "add" ||
+                         l.kind == "flatten";
     if (flat && spatial)
       fail(source, l.line,
            "layer '" + l.kind +

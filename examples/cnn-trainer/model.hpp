@@ -11,7 +11,7 @@ namespace trainer {
 
 /// One layer as written in a model file.
 struct layer_spec {
-  std::string kind;     ///< conv, bn, relu, maxpool, avgpool, add, dropout, flatten, fc
+  std::string kind;     ///< conv, bn, relu, lrn, maxpool, avgpool, add, dropout, flatten, fc
   int line = 0;         ///< line in the model file (0 for built-in models)
   std::string label;    ///< name other layers refer to (`add from=LABEL`)
   std::string strategy; ///< sample, spatial, hybrid or NxCxHxW...; empty: the model's default
@@ -21,6 +21,10 @@ struct layer_spec {
   bool global_stats = true;                                  ///< bn: global or local statistics
   std::string from;                                          ///< add: label of the other input
   double p = 0.5;                                            ///< dropout probability
+  int lrn_size = 5;                                          ///< lrn: channels per window
+  double lrn_alpha = 1e-4; ///< lrn: scale of the sum of squares (divided by the size)
+  double lrn_beta = 0.75;  ///< lrn: exponent
+  double lrn_k = 1.0;      ///< lrn: additive constant
 };
 
 /// A whole model.

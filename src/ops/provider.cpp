@@ -226,6 +226,17 @@ template <class T> void local_kernels<T>::bn_backward_apply(const_tensor_ref<T> 
   thread_scope s(threads_);
   impl_->bn_backward_apply(std::move(x), std::move(dy), m, gamma, total, training, std::move(dx));
 }
+template <class T>
+void local_kernels<T>::lrn_forward(const_tensor_ref<T> x, tensor_ref<T> y, lrn_params const& p) {
+  thread_scope s(threads_);
+  impl_->lrn_forward(std::move(x), std::move(y), p);
+}
+template <class T> void local_kernels<T>::lrn_backward(const_tensor_ref<T> x,
+                                                       const_tensor_ref<T> dy, tensor_ref<T> dx,
+                                                       lrn_params const& p) {
+  thread_scope s(threads_);
+  impl_->lrn_backward(std::move(x), std::move(dy), std::move(dx), p);
+}
 template <class T> std::string local_kernels<T>::describe() const { return impl_->describe(); }
 
 template class local_kernels<float>;

@@ -3,6 +3,8 @@
 // them. One implementation per folder (src/ops/reference, src/ops/onednn, src/ops/cudnn); the
 // operators and `local_kernels<T>` only see this interface.
 
+#include <halox/error.hpp>
+#include <halox/ops/lrn.hpp>
 #include <halox/ops/provider.hpp>
 
 #include <memory>
@@ -51,8 +53,28 @@ public:
     bn_apply(x, m, gamma, beta, y);
     relu_forward(y, y);
   }
+  /// LRN across channels on whole-channel tensors (as `lrn_forward` / `lrn_backward`). A
+  /// provider without LRN keeps these defaults, which throw.
+  virtual void lrn_forward(const_tensor_ref<T> x, tensor_ref<T> y, lrn_params const& p) {
+    (void)x, (void)y, (void)p;
+    unsupported("lrn_forward");
+  }
+  virtual void lrn_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx,
+                            lrn_params const& p) {
+    (void)x, (void)dy, (void)dx, (void)p;
+    unsupported("lrn_backward");
+  }
   /// One line per problem shape: what was chosen and what each candidate cost.
   [[nodiscard]] virtual std::string describe() const = 0;
+
+private:
+  [[noreturn]] void unsupported(char const* op) const {
+    ::halox::detail::throw_error(errc::invalid_argument,
+                                 std::string(op) + ": LRN is not supported by the " +
+                                     to_string(kind()) +
+                                     " provider; use provider reference or onednn",
+                                 op, __FILE__, __LINE__);
+  }
 };
 
 /// The reference kernels (src/ops/reference).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks halox's reference operators against torch.nn.functional.
+"""Checks halox's reference operators against torch.nn.functional (and nn.LocalResponseNorm).
 
 For every configuration (and for float64 and float32) this script draws random inputs with a
 fixed seed, writes them for halox-ops-ref, runs it, and compares the forward result and every
@@ -56,6 +56,10 @@ def bn(name, shape, training, momentum=0.1, eps=1e-5):
                 eps=eps)
 
 
+def lrn(name, shape, size, alpha=1e-4, beta=0.75, k=1.0):
+    return dict(op="lrn", name=name, x_shape=list(shape), size=size, alpha=alpha, beta=beta, k=k)
+
+
 CONFIGS = [
     conv("conv2d_same_3x3", 2, 3, 4, (9, 10), 3, pad=1),
     conv("conv2d_valid_3x3_nobias", 2, 3, 5, (8, 7), 3, bias=False),
@@ -91,6 +95,13 @@ CONFIGS = [
     bn("batchnorm3d_eval", (2, 4, 3, 4, 5), False, eps=1e-3),
     dict(op="relu", name="relu2d", x_shape=[2, 3, 5, 6]),
     dict(op="relu", name="relu3d", x_shape=[2, 2, 3, 4, 5]),
+    lrn("lrn2d_size5_alexnet", (2, 7, 5, 6), 5, alpha=1e-4, beta=0.75, k=2.0),
+    lrn("lrn2d_size3_strong", (2, 6, 4, 5), 3, alpha=0.9, beta=0.6, k=1.0),
+    lrn("lrn2d_size4_even", (2, 7, 4, 3), 4, alpha=0.5, beta=0.75, k=1.5),
+    lrn("lrn2d_size1", (1, 3, 4, 4), 1, alpha=2.0, beta=1.0, k=1.0),
+    lrn("lrn2d_size_wider_than_c", (2, 3, 3, 4), 8, alpha=0.7, beta=0.75, k=1.0),
+    lrn("lrn3d_size5", (2, 6, 3, 4, 5), 5, alpha=0.3, beta=0.75, k=1.0),
+    lrn("lrn3d_size2_even", (1, 5, 2, 3, 4), 2, alpha=1.0, beta=0.5, k=2.0),
 ]
 
 
@@ -147,6 +158,10 @@ def run_torch(cfg, inputs, dy_gen):
         y = F.batch_norm(x, rm, rv, gamma, beta, training=cfg["training"],
                          momentum=cfg["momentum"], eps=cfg["eps"])
         extra = {"running_mean_out": rm, "running_var_out": rv}
+    elif cfg["op"] == "lrn":
+        y = F.local_response_norm(x, cfg["size"], alpha=cfg["alpha"], beta=cfg["beta"],
+                                  k=cfg["k"])
+        extra = {}
     else:
         y = F.relu(x)
         extra = {}
@@ -174,6 +189,9 @@ def write_request(path, cfg, dtype):
     if cfg["op"] == "bn":
         lines += [f"training {int(cfg['training'])}", f"eps {cfg['eps']!r}",
                   f"momentum {cfg['momentum']!r}"]
+    if cfg["op"] == "lrn":
+        lines += [f"size {cfg['size']}", f"alpha {cfg['alpha']!r}", f"beta {cfg['beta']!r}",
+                  f"k {cfg['k']!r}"]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -5,13 +5,14 @@
 // Usage: halox-ops-ref DIR
 //
 // DIR/request.txt holds one `key value...` line per setting ('#' starts a comment):
-//   op        conv | pool | bn | relu
+//   op        conv | pool | bn | relu | lrn
 //   dtype     float64 | float32   (the precision halox computes in)
 //   x_shape   N C spatial...
 //   conv:     w_shape Cout Cin k...; bias 0|1; stride, pad_lo, pad_hi, dilation (per dim)
 //   pool:     kind max|avg; kernel, stride, pad_lo, pad_hi, dilation (per dim);
 //             count_include_pad 0|1
 //   bn:       training 0|1; eps E; momentum M
+//   lrn:      size S; alpha A; beta B; k K
 // Arrays are raw little-endian float64 files in DIR, row-major:
 //   inputs   x.bin, dy.bin (the gradient of the forward output); conv: w.bin, b.bin (if bias);
 //            bn: gamma.bin, beta.bin, running_mean.bin, running_var.bin
@@ -192,6 +193,22 @@ template <class T> void run_relu(request const& r) {
   write_array(r, "dx.bin", dx);
 }
 
+template <class T> void run_lrn(request const& r) {
+  auto xs = r.ints("x_shape");
+  ops::lrn_params p;
+  p.size = static_cast<int>(r.num("size", p.size));
+  p.alpha = r.num("alpha", p.alpha);
+  p.beta = r.num("beta", p.beta);
+  p.k = r.num("k", p.k);
+  auto x = read_array<T>(r, "x.bin", ops::element_count(xs));
+  auto dy = read_array<T>(r, "dy.bin", ops::element_count(xs));
+  auto y = zeros<T>(xs), dx = zeros<T>(xs);
+  ops::lrn_forward<T>({x.data(), xs}, {y.data(), xs}, p);
+  ops::lrn_backward<T>({x.data(), xs}, {dy.data(), xs}, {dx.data(), xs}, p);
+  write_array(r, "y.bin", y);
+  write_array(r, "dx.bin", dx);
+}
+
 template <class T> void run(request const& r) {
   std::string op = r.str("op");
   if (op == "conv")
@@ -202,8 +219,10 @@ template <class T> void run(request const& r) {
     run_bn<T>(r);
   else if (op == "relu")
     run_relu<T>(r);
+  else if (op == "lrn")
+    run_lrn<T>(r);
   else
-    throw std::runtime_error("unknown op '" + op + "'; expected conv, pool, bn or relu");
+    throw std::runtime_error("unknown op '" + op + "'; expected conv, pool, bn, relu or lrn");
 }
 
 } // namespace

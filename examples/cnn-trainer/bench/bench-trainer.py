@@ -65,6 +65,9 @@ def torch_images_per_s(model_file, batch, steps, threads):
                 m = bn(shape.shape[1])
             elif kind == "relu":
                 m = nn.ReLU()
+            elif kind == "lrn":
+                m = nn.LocalResponseNorm(int(f.get("size", 5)), float(f.get("alpha", 1e-4)),
+                                         float(f.get("beta", 0.75)), float(f.get("k", 1.0)))
             elif kind in ("maxpool", "avgpool"):
                 k = dims(f.get("k"), 1)
                 s = dims(f.get("stride"), None) or k

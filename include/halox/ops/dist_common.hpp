@@ -5,7 +5,7 @@
 ///
 /// The distributed operators work on NC[D]HW tensors described by a `tensor_desc` whose grid
 /// splits the batch dimension N and the spatial dimensions, never the channels (the grid's
-/// extent along dimension 1 must be 1). See docs/dist_ops.md.
+/// extent along dimension 1 must be 1), except `dist_lrn`'s. See docs/dist_ops.md.
 
 #include <halox/backend.hpp>
 #include <halox/halo.hpp>

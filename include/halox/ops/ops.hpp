@@ -1,10 +1,11 @@
 #pragma once
 /// \file ops.hpp
-/// All reference operators: convolution, pooling, batch normalisation and ReLU, with the views
+/// All reference operators: convolution, pooling, batch normalisation, ReLU and LRN, with the views
 /// and window geometry they share.
 
 #include <halox/ops/batch_norm.hpp>
 #include <halox/ops/conv.hpp>
+#include <halox/ops/lrn.hpp>
 #include <halox/ops/pool.hpp>
 #include <halox/ops/relu.hpp>
 #include <halox/ops/tensor_ref.hpp>

@@ -11,6 +11,7 @@
 #include <halox/backend.hpp>
 #include <halox/dtype.hpp>
 #include <halox/ops/batch_norm.hpp>
+#include <halox/ops/lrn.hpp>
 #include <halox/ops/tensor_ref.hpp>
 #include <halox/ops/window.hpp>
 
@@ -49,7 +50,7 @@ template <class T> class compute_kernels;
 } // namespace detail
 
 /// The local kernels of one provider, with the `*_box` signatures of the reference functions
-/// (conv.hpp, pool.hpp, relu.hpp, batch_norm.hpp): each call computes one box of a result
+/// (conv.hpp, pool.hpp, relu.hpp, batch_norm.hpp, lrn.hpp): each call computes one box of a result
 /// from buffers placed in global coordinates, so an operator can split its work into interior
 /// and boundary boxes whatever the provider. For `cudnn` every pointer is device memory.
 ///
@@ -113,6 +114,12 @@ public:
   void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
                          T const* gamma, bn_grad_sums const& total, bool training,
                          tensor_ref<T> dx);
+  /// As `lrn_forward`. The reference and oneDNN providers have it; cuDNN throws
+  /// `halox::error`.
+  void lrn_forward(const_tensor_ref<T> x, tensor_ref<T> y, lrn_params const& p);
+  /// As `lrn_backward`; the providers as for `lrn_forward`.
+  void lrn_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx,
+                    lrn_params const& p);
 
   /// One line per problem shape seen: the implementation chosen and the measured cost of each
   /// candidate.

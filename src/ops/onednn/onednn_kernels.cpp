@@ -1,10 +1,12 @@
 // The oneDNN provider (float, host memory): convolutions through oneDNN primitives on boxes of
 // the caller's buffers (see onednn_conv.hpp), pooling through oneDNN pooling primitives (see
-// onednn_pool.cpp); ReLU and the batch-norm passes through halox's vectorised host loops
-// (fast_pointwise.hpp); the bias gradient through the reference loop.
+// onednn_pool.cpp), LRN through oneDNN LRN primitives (see onednn_lrn.hpp); ReLU and the
+// batch-norm passes through halox's vectorised host loops (fast_pointwise.hpp); the bias
+// gradient through the reference loop.
 #include "ops/conv_common.hpp"
 #include "ops/fast_pointwise.hpp"
 #include "ops/onednn/onednn_conv.hpp"
+#include "ops/onednn/onednn_lrn.hpp"
 #include "ops/onednn/onednn_pool.hpp"
 #include "ops/provider.hpp"
 
@@ -240,7 +242,16 @@ public:
                          tensor_ref<float> dx) override {
     fast_bn_backward_apply<float>(x, dy, m, gamma, total, training, dx);
   }
-  std::string describe() const override { return conv_.describe() + pool_.describe(); }
+  void lrn_forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_params const& p) override {
+    if (!lrn_.forward(x, y, p)) ref_->lrn_forward(x, y, p);
+  }
+  void lrn_backward(const_tensor_ref<float> x, const_tensor_ref<float> dy, tensor_ref<float> dx,
+                    lrn_params const& p) override {
+    if (!lrn_.backward(x, dy, dx, p)) ref_->lrn_backward(x, dy, dx, p);
+  }
+  std::string describe() const override {
+    return conv_.describe() + pool_.describe() + lrn_.describe();
+  }
 
 private:
   // The input region the outputs `ob` read, clipped to the input, and the zero padding left on
@@ -295,6 +306,7 @@ private:
   std::unique_ptr<compute_kernels<float>> ref_;
   onednn::conv_engine conv_;
   onednn::pool_engine pool_;
+  onednn::lrn_engine lrn_;
   std::vector<float> dw_;
 };
 

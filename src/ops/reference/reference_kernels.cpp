@@ -1,9 +1,10 @@
-// The reference provider: halox's own kernels (conv.hpp, pool.hpp, relu.hpp, batch_norm.hpp),
-// the oracle every other provider is tested against.
+// The reference provider: halox's own kernels (conv.hpp, pool.hpp, relu.hpp, batch_norm.hpp,
+// lrn.hpp), the oracle every other provider is tested against.
 #include "ops/provider.hpp"
 
 #include <halox/ops/batch_norm.hpp>
 #include <halox/ops/conv.hpp>
+#include <halox/ops/lrn.hpp>
 #include <halox/ops/pool.hpp>
 #include <halox/ops/relu.hpp>
 
@@ -58,6 +59,13 @@ public:
                          T const* gamma, bn_grad_sums const& total, bool training,
                          tensor_ref<T> dx) override {
     ops::bn_backward_apply<T>(x, dy, m, gamma, total, training, dx);
+  }
+  void lrn_forward(const_tensor_ref<T> x, tensor_ref<T> y, lrn_params const& p) override {
+    ops::lrn_forward<T>(x, y, p);
+  }
+  void lrn_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx,
+                    lrn_params const& p) override {
+    ops::lrn_backward<T>(x, dy, dx, p);
   }
   std::string describe() const override {
     return "reference: im2col gather + src/ops/gemm.cpp (no per-shape choice)\n";

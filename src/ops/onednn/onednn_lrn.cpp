@@ -1,0 +1,179 @@
+#include "ops/onednn/onednn_lrn.hpp"
+
+#include <sstream>
+#include <unordered_map>
+
+namespace halox::ops::detail::onednn {
+namespace {
+
+constexpr auto bad = errc::invalid_argument;
+
+template <class V> memory::desc user_md(V const& v) {
+  std::vector<index_t> ext(v.shape.begin() + 2, v.shape.end());
+  std::vector<index_t> str(v.strides.begin() + 2, v.strides.end());
+  return strided_md(v.shape[0], v.shape[1], ext, v.strides[0], v.strides[1], str);
+}
+
+template <class A, class B>
+void require_same(char const* op, char const* a, A const& ta, char const* b, B const& tb) {
+  HALOX_REQUIRE(ta.shape == tb.shape, bad,
+                std::string(op) + ": " + a + " has shape " + fmt(ta.shape) + " but " + b +
+                    " has shape " + fmt(tb.shape) + "; they must match");
+}
+
+} // namespace
+
+// The primitives of one problem in one dense layout (plain or channel-blocked). `usable` is
+// false when oneDNN has only its reference implementation for the problem, which is slower than
+// halox's own kernels (the caller then uses those).
+struct lrn_engine::plan {
+  std::string impl, layout;
+  bool usable = true;
+  dnnl::lrn_forward fwd;
+  dnnl::lrn_backward bwd;
+  memory src_m, dst_m, ws_m, ddst_m, dsrc_m;
+  bool backward = false;
+
+  plan(memory::dims const& dims, lrn_params const& p, bool for_backward, tag t, std::string name)
+      : layout(std::move(name)) {
+    using namespace dnnl;
+    auto& c = ctx();
+    memory::desc const md(dims, dt::f32, t);
+    auto const alg = algorithm::lrn_across_channels;
+    auto const a = static_cast<float>(p.alpha), b = static_cast<float>(p.beta),
+               k = static_cast<float>(p.k);
+    dnnl::lrn_forward::primitive_desc fpd(
+        dnnl::lrn_forward::desc(for_backward ? prop_kind::forward_training
+                                             : prop_kind::forward_inference,
+                                alg, md, p.size, a, b, k),
+        c.eng);
+    impl = fpd.impl_info_str();
+    usable = impl.find("ref") == std::string::npos;
+    fwd = dnnl::lrn_forward(fpd);
+    src_m = memory(md, c.eng);
+    dst_m = memory(md, c.eng);
+    backward = for_backward;
+    if (for_backward) {
+      ws_m = memory(fpd.workspace_desc(), c.eng);
+      dnnl::lrn_backward::primitive_desc bpd(dnnl::lrn_backward::desc(alg, md, md, p.size, a, b, k),
+                                             c.eng, fpd);
+      std::string const b = bpd.impl_info_str();
+      impl += ", backward " + b;
+      usable = usable && b.find("ref") == std::string::npos;
+      bwd = dnnl::lrn_backward(bpd);
+      ddst_m = memory(md, c.eng);
+      dsrc_m = memory(md, c.eng);
+    }
+  }
+};
+
+lrn_engine::lrn_engine() = default;
+lrn_engine::~lrn_engine() = default;
+
+lrn_engine::plan* lrn_engine::find(const_tensor_ref<float> const& x, lrn_params const& p,
+                                   bool for_backward) {
+  int const r = x.rank();
+  if (r < 3 || r > 5 || p.size % 2 == 0) return nullptr;
+  std::ostringstream key;
+  key.precision(17);
+  key << (for_backward ? "bwd" : "fwd") << ",dims=" << dims_str(x.shape) << ",size=" << p.size
+      << ",alpha=" << p.alpha << ",beta=" << p.beta << ",k=" << p.k;
+  auto it = plans_.find(key.str());
+  if (it == plans_.end()) {
+    // Plain first; then oneDNN's channel-blocked layouts, where its optimised LRN kernels
+    // (notably backward) live; else remember the refusal.
+    int const nsp = r - 2;
+    std::vector<std::pair<tag, char const*>> const layouts{{plain_tag(nsp), "plain"},
+                                                           {nsp == 1   ? tag::nCw8c
+                                                            : nsp == 2 ? tag::nChw8c
+                                                                       : tag::nCdhw8c,
+                                                            "blocked 8c"},
+                                                           {nsp == 1   ? tag::nCw16c
+                                                            : nsp == 2 ? tag::nChw16c
+                                                                       : tag::nCdhw16c,
+                                                            "blocked 16c"}};
+    std::unique_ptr<plan> best;
+    for (auto const& [t, name] : layouts) {
+      try {
+        auto pl = std::make_unique<plan>(memory::dims(x.shape.begin(), x.shape.end()), p,
+                                         for_backward, t, name);
+        bool const ok = pl->usable;
+        if (!best || ok) best = std::move(pl);
+        if (ok) break;
+      } catch (dnnl::error const&) {
+      }
+    }
+    if (!best) return nullptr;
+    it = plans_.emplace(key.str(), std::move(best)).first;
+  }
+  return it->second->usable ? it->second.get() : nullptr;
+}
+
+bool lrn_engine::forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_params const& p) {
+  char const* op = "lrn_forward (onednn)";
+  check_lrn_params(p, op);
+  check_ref(op, "x", x);
+  check_ref(op, "y", y);
+  require_same(op, "y", y, "x", x);
+  if (x.size() == 0) return true;
+  plan* pl = find(x, p, false);
+  if (pl == nullptr) return false;
+  try {
+    auto& c = ctx();
+    memory usr_x(user_md(x), c.eng, const_cast<float*>(x.data));
+    memory usr_y(user_md(y), c.eng, y.data);
+    dnnl::reorder(usr_x, pl->src_m).execute(c.strm, usr_x, pl->src_m);
+    pl->fwd.execute(c.strm, {{DNNL_ARG_SRC, pl->src_m}, {DNNL_ARG_DST, pl->dst_m}});
+    dnnl::reorder(pl->dst_m, usr_y).execute(c.strm, pl->dst_m, usr_y);
+    c.strm.wait();
+  } catch (dnnl::error const& e) {
+    rethrow(op, e);
+  }
+  return true;
+}
+
+bool lrn_engine::backward(const_tensor_ref<float> x, const_tensor_ref<float> dy,
+                          tensor_ref<float> dx, lrn_params const& p) {
+  char const* op = "lrn_backward (onednn)";
+  check_lrn_params(p, op);
+  check_ref(op, "x", x);
+  check_ref(op, "dy", dy);
+  check_ref(op, "dx", dx);
+  require_same(op, "dy", dy, "x", x);
+  require_same(op, "dx", dx, "x", x);
+  if (x.size() == 0) return true;
+  plan* pl = find(x, p, true);
+  if (pl == nullptr) return false;
+  try {
+    auto& c = ctx();
+    memory usr_x(user_md(x), c.eng, const_cast<float*>(x.data));
+    memory usr_dy(user_md(dy), c.eng, const_cast<float*>(dy.data));
+    memory usr_dx(user_md(dx), c.eng, dx.data);
+    dnnl::reorder(usr_x, pl->src_m).execute(c.strm, usr_x, pl->src_m);
+    std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, pl->src_m}, {DNNL_ARG_DST, pl->dst_m}};
+    if (pl->ws_m.get_desc().get_size() != 0) fargs.emplace(DNNL_ARG_WORKSPACE, pl->ws_m);
+    pl->fwd.execute(c.strm, fargs);
+    dnnl::reorder(usr_dy, pl->ddst_m).execute(c.strm, usr_dy, pl->ddst_m);
+    std::unordered_map<int, memory> bargs{{DNNL_ARG_SRC, pl->src_m},
+                                          {DNNL_ARG_DIFF_DST, pl->ddst_m},
+                                          {DNNL_ARG_DIFF_SRC, pl->dsrc_m}};
+    if (pl->ws_m.get_desc().get_size() != 0) bargs.emplace(DNNL_ARG_WORKSPACE, pl->ws_m);
+    pl->bwd.execute(c.strm, bargs);
+    dnnl::reorder(pl->dsrc_m, usr_dx).execute(c.strm, pl->dsrc_m, usr_dx);
+    c.strm.wait();
+  } catch (dnnl::error const& e) {
+    rethrow(op, e);
+  }
+  return true;
+}
+
+std::string lrn_engine::describe() const {
+  std::ostringstream os;
+  for (auto const& [key, pl] : plans_)
+    os << "onednn lrn " << key << ": "
+       << (pl->usable ? pl->layout : "halox reference kernels, as oneDNN has only") << " ("
+       << pl->impl << ")\n";
+  return os.str();
+}
+
+} // namespace halox::ops::detail::onednn

@@ -1,0 +1,42 @@
+#pragma once
+// oneDNN LRN across channels on the caller's strided views, in a dense layout chosen per shape:
+// plain, or channel-blocked where only that layout has oneDNN's optimised kernels (the views are
+// reordered into it and back). Where oneDNN has only its reference implementation, or centres
+// the window differently from PyTorch (even sizes: one channel fewer below), the caller uses
+// halox's reference kernels. Backward runs the training forward again on x to get oneDNN's
+// workspace.
+
+#include "ops/onednn/onednn_common.hpp"
+
+#include <halox/ops/lrn.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace halox::ops::detail::onednn {
+
+/// Builds, caches (per shape and parameters) and runs LRN primitives.
+class lrn_engine {
+public:
+  lrn_engine();
+  ~lrn_engine();
+  lrn_engine(lrn_engine const&) = delete;
+  lrn_engine& operator=(lrn_engine const&) = delete;
+
+  /// As `lrn_forward`; false when oneDNN cannot express the problem (the caller then uses the
+  /// reference kernel).
+  bool forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_params const& p);
+  /// As `lrn_backward`; false as for `forward`.
+  bool backward(const_tensor_ref<float> x, const_tensor_ref<float> dy, tensor_ref<float> dx,
+                lrn_params const& p);
+  /// One line per problem seen.
+  [[nodiscard]] std::string describe() const;
+
+private:
+  struct plan;
+  plan* find(const_tensor_ref<float> const& x, lrn_params const& p, bool for_backward);
+  std::map<std::string, std::unique_ptr<plan>> plans_;
+};
+
+} // namespace halox::ops::detail::onednn
