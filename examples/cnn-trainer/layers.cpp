@@ -165,21 +165,34 @@ public:
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
     op_.set_training(c.training);
     auto& P = ps_.params;
-    op_.forward(x, y, P[lp_.gamma].value.data(), P[lp_.beta].value.data(),
-                P[lp_.running_mean].value.data(), P[lp_.running_var].value.data());
+    if (relu_)
+      op_.forward_relu(x, y, P[lp_.gamma].value.data(), P[lp_.beta].value.data(),
+                       P[lp_.running_mean].value.data(), P[lp_.running_var].value.data());
+    else
+      op_.forward(x, y, P[lp_.gamma].value.data(), P[lp_.beta].value.data(),
+                  P[lp_.running_mean].value.data(), P[lp_.running_var].value.data());
     c.times->add(op_.timings());
   }
-  void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
+  bool fuse_relu() override {
+    relu_ = true;
+    return true;
+  }
+  void backward(tensor_view const& x, tensor_view const& y, tensor_view const& dy,
                 tensor_view const& dx, step_context const& c) override {
     auto& P = ps_.params;
-    // dx is always needed by the dist op's signature; a first-layer BN writes into scratch.
+    // dx is always needed by the dist op's signature; a first-layer BN writes into scratch,
+    // reserved once.
     tensor_view d = dx;
     if (!d.data) {
-      scratch_.resize(desc_.local_elements());
+      if (scratch_.empty()) scratch_.resize(static_cast<std::size_t>(desc_.local_elements()));
       d = tensor_view(desc_, scratch_);
     }
-    op_.backward(x, dy, P[lp_.gamma].value.data(), d, P[lp_.gamma].grad.data(),
-                 P[lp_.beta].grad.data());
+    if (relu_)
+      op_.backward_relu(x, y, dy, P[lp_.gamma].value.data(), d, P[lp_.gamma].grad.data(),
+                        P[lp_.beta].grad.data());
+    else
+      op_.backward(x, dy, P[lp_.gamma].value.data(), d, P[lp_.gamma].grad.data(),
+                   P[lp_.beta].grad.data());
     c.times->add(op_.timings());
   }
 
@@ -189,6 +202,7 @@ private:
   layer_params lp_;
   ops::dist_batch_norm<T> op_;
   std::vector<T> scratch_;
+  bool relu_ = false; // a ReLU after this layer runs in its passes
 };
 
 template <class T> class relu_layer final : public layer<T> {
@@ -260,13 +274,13 @@ private:
     T const* a = static_cast<T const*>(in.data);
     T* b = static_cast<T*>(out.data);
     if (!c.training || p_ == 0) {
-      for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t) { b[i] = a[i]; });
+      if (a != b) copy_owned(*in.desc, a, *out.desc, b);
     } else {
       T const scale = T(1 / (1 - p_));
-      for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t g) {
+      for_each_owned(*in.desc, *out.desc, [&](index_t i, index_t o, index_t g) {
         bool const keep =
             uniform01(mix(c.seed, c.step, index_, static_cast<std::uint64_t>(g))) >= p_;
-        b[i] = keep ? a[i] * scale : T(0);
+        b[o] = keep ? a[i] * scale : T(0);
       });
     }
     c.times->compute += now() - t0;
@@ -282,39 +296,55 @@ private:
 template <class T> class add_layer final : public layer<T> {
 public:
   add_layer(tensor_desc const& x, skip_source<T> const& s)
-      : desc_(x), src_(s), move_(*s.desc, x), other_(x.local_elements()) {
+      : desc_(x), src_(s), local_(same_blocks(*s.desc, x)) {
     HALOX_REQUIRE(s.desc->shape() == x.shape(), halox::errc::invalid_argument,
                   "residual add of tensors of different shapes; the layer named by 'from' "
                   "must have the shape of the add's input");
+    if (!local_) {
+      move_ = std::make_unique<transfer<T>>(*s.desc, x);
+      other_.assign(static_cast<std::size_t>(x.local_elements()), T(0));
+    }
   }
   tensor_desc const& in_desc() const override { return desc_; }
   tensor_desc const& out_desc() const override { return desc_; }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
-    move_.forward(*src_.output, other_, *c.times);
+    // The other output is read where it lies when it has this layer's blocks; otherwise it is
+    // redistributed into other_ first.
+    T const* o = local_ ? src_.output->data() : other_.data();
+    tensor_desc const& od = local_ ? *src_.desc : desc_;
+    if (!local_) move_->forward(*src_.output, other_, *c.times);
     double const t0 = now();
     T const* a = static_cast<T const*>(x.data);
     T* b = static_cast<T*>(y.data);
-    T const* o = other_.data();
-    for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t) { b[i] = a[i] + o[i]; });
+    for_each_owned_row(*x.desc, od, *y.desc, [&](index_t pa, index_t po, index_t pb, index_t n) {
+      T const* xa = a + pa;
+      T const* xo = o + po;
+      T* yb = b + pb;
+#pragma omp simd
+      for (index_t k = 0; k < n; ++k) yb[k] = xa[k] + xo[k];
+    });
     c.times->compute += now() - t0;
   }
   void backward(tensor_view const&, tensor_view const&, tensor_view const& dy,
                 tensor_view const& dx, step_context const& c) override {
     double const t0 = now();
-    T const* a = static_cast<T const*>(dy.data);
-    std::copy(a, a + desc_.local_elements(), other_.data());
-    if (dx.data) {
-      T* b = static_cast<T*>(dx.data);
-      for_each_owned(desc_, desc_, [&](index_t i, index_t, index_t) { b[i] = a[i]; });
+    T const* g = static_cast<T const*>(dy.data);
+    if (dx.data && dx.data != dy.data) copy_owned(*dy.desc, g, *dx.desc, static_cast<T*>(dx.data));
+    if (local_) {
+      add_owned(*dy.desc, g, *src_.desc, src_.grad->data());
+      c.times->compute += now() - t0;
+      return;
     }
+    copy_owned(*dy.desc, g, desc_, other_.data());
     c.times->compute += now() - t0;
-    move_.backward(other_, *src_.grad, *c.times, /*accumulate=*/true);
+    move_->backward(other_, *src_.grad, *c.times, /*accumulate=*/true);
   }
 
 private:
   tensor_desc desc_;
   skip_source<T> src_;
-  transfer<T> move_;
+  bool local_; // the other output has this layer's blocks
+  std::unique_ptr<transfer<T>> move_;
   std::vector<T> other_;
 };
 

@@ -72,11 +72,17 @@ public:
   virtual void backward(halox::tensor_view const& x, halox::tensor_view const& y,
                         halox::tensor_view const& dy, halox::tensor_view const& dx,
                         step_context const& c) = 0;
+  /// Asks the layer to apply a ReLU to its output in the same pass, and to take the gradient of
+  /// the ReLU's output in backward (then `y` is the ReLU's output and `dy` may be overwritten).
+  /// False when the layer cannot; the network then runs the ReLU itself.
+  virtual bool fuse_relu() { return false; }
 };
 
-/// Buffers of another layer that a residual add reads and accumulates into.
+/// Buffers of another layer that a residual add reads and accumulates into (laid out as `desc`:
+/// the other layer's output, or the input buffer of the layer after it when the network writes
+/// that output there directly).
 template <class T> struct skip_source {
-  halox::tensor_desc const* desc = nullptr; ///< the other layer's output layout
+  halox::tensor_desc const* desc = nullptr; ///< layout of `output` and `grad`
   std::vector<T>* output = nullptr;         ///< its output (read in forward)
   std::vector<T>* grad = nullptr;           ///< its extra gradient (accumulated in backward)
 };

@@ -118,7 +118,9 @@ template <class T> network<T>::network(model_spec const& m, index_t batch, param
   dx_.resize(L);
   dy_.resize(L);
   skip_grad_.resize(L);
+  skip_desc_.assign(L, nullptr);
   is_skip_source_.assign(L, false);
+  local_.assign(L, false);
   moves_.resize(L);
   std::map<std::string, std::size_t> label_index;
   std::map<std::string, std::vector<int>> strategy_dims; // resolved once per strategy
@@ -150,32 +152,81 @@ template <class T> network<T>::network(model_spec const& m, index_t batch, param
     tensor_desc const& in = fresh ? *fresh : *prev;
     skip_source<T> skip;
     if (l.kind == "add") {
+      // The earlier layer's output lives in the next layer's input buffer when the two share
+      // blocks (the buffers are chained), else in its own output buffer.
       std::size_t const k = label_index.at(l.from);
       is_skip_source_[k] = true;
-      skip = {&layers_[k]->out_desc(), &y_[k], &skip_grad_[k]};
+      bool const chained = k + 1 < i ? local_[k + 1] : !fresh;
+      skip_desc_[k] =
+          chained ? (k + 1 < i ? &layers_[k + 1]->in_desc() : &in) : &layers_[k]->out_desc();
+      skip = {skip_desc_[k], chained ? &x_[k + 1] : &y_[k], &skip_grad_[k]};
     }
     layers_.push_back(make_layer<T>(l, static_cast<int>(i), in, ps, lp[i], grids, skip));
     layer<T>& ly = *layers_.back();
-    if (prev) moves_[i] = std::make_unique<transfer<T>>(*prev, ly.in_desc());
-    x_[i].assign(static_cast<std::size_t>(ly.in_desc().local_elements()), T(0));
-    if (i > 0) dx_[i].assign(x_[i].size(), T(0));
-    y_[i].assign(static_cast<std::size_t>(ly.out_desc().local_elements()), T(0));
-    dy_[i].assign(y_[i].size(), T(0));
+    if (prev) {
+      moves_[i] = std::make_unique<transfer<T>>(*prev, ly.in_desc());
+      local_[i] = moves_[i]->local();
+    }
     if (!l.label.empty()) label_index[l.label] = i;
     if (l.kind == "flatten") flat = true;
     kinds_.push_back(l.kind);
     prev = &ly.out_desc();
     shape = prev->shape();
   }
-  for (std::size_t i = 0; i < L; ++i)
-    if (is_skip_source_[i]) skip_grad_[i].assign(y_[i].size(), T(0));
+  plan_buffers();
+}
+
+// Where consecutive layers share blocks, a layer writes its output straight into the next
+// layer's input buffer (in the next layer's layout, halos included) and the next layer writes
+// its dx straight into this layer's dy buffer: nothing is copied between them. Pointwise layers
+// (ReLU, dropout, residual add) run in place on the buffer they pass on, and a ReLU after a
+// batch norm runs inside it. Every buffer is allocated here, once per batch size.
+template <class T> void network<T>::plan_buffers() {
+  std::size_t const L = layers_.size();
+  in_place_.assign(L, false);
+  fused_away_.assign(L, false);
+  for (std::size_t i = 1; i + 1 < L; ++i) {
+    std::string const& k = kinds_[i];
+    // In place needs both neighbours chained, an input nobody else reads later (not a skip
+    // source), and no in-place ReLU before it: that ReLU's backward reads the shared buffer as
+    // its own output, which this layer would overwrite.
+    in_place_[i] = (k == "relu" || k == "dropout" || k == "add") && local_[i] && local_[i + 1] &&
+                   !is_skip_source_[i - 1] && !(in_place_[i - 1] && kinds_[i - 1] == "relu");
+    if (in_place_[i] && k == "relu" && kinds_[i - 1] == "bn" && layers_[i - 1]->fuse_relu())
+      fused_away_[i] = true;
+  }
+  in_.assign(L, {});
+  out_.assign(L, {});
+  din_.assign(L, {});
+  dout_.assign(L, {});
+  for (std::size_t i = L; i-- > 0;) {
+    layer<T>& ly = *layers_[i];
+    out_[i] = i + 1 < L && local_[i + 1] ? in_[i + 1] : slot{&y_[i], &ly.out_desc()};
+    in_[i] = in_place_[i] ? out_[i] : slot{&x_[i], &ly.in_desc()};
+  }
+  for (std::size_t i = 0; i < L; ++i) {
+    layer<T>& ly = *layers_[i];
+    if (i > 0) din_[i] = local_[i] ? dout_[i - 1] : slot{&dx_[i], &ly.in_desc()};
+    dout_[i] = in_place_[i] ? din_[i] : slot{&dy_[i], &ly.out_desc()};
+  }
+  auto alloc = [](slot const& s) {
+    if (s.buf && s.buf->empty())
+      s.buf->assign(static_cast<std::size_t>(s.desc->local_elements()), T(0));
+  };
+  for (std::size_t i = 0; i < L; ++i) {
+    alloc(in_[i]);
+    alloc(out_[i]);
+    alloc(din_[i]);
+    alloc(dout_[i]);
+    if (is_skip_source_[i])
+      skip_grad_[i].assign(static_cast<std::size_t>(skip_desc_[i]->local_elements()), T(0));
+  }
 }
 
 template <class T> void network<T>::forward(step_context const& c) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    if (i > 0) moves_[i]->forward(y_[i - 1], x_[i], *c.times);
-    auto& l = *layers_[i];
-    l.forward(tensor_view(l.in_desc(), x_[i]), tensor_view(l.out_desc(), y_[i]), c);
+    if (i > 0 && !local_[i]) moves_[i]->forward(*out_[i - 1].buf, *in_[i].buf, *c.times);
+    if (!fused_away_[i]) layers_[i]->forward(in_[i].view(), out_[i].view(), c);
   }
 }
 
@@ -213,19 +264,14 @@ loss_sums network<T>::loss(std::vector<int> const& labels, step_context const& c
 template <class T> void network<T>::backward(step_context const& c) {
   for (auto& g : skip_grad_) std::fill(g.begin(), g.end(), T(0));
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    auto& l = *layers_[i];
     if (is_skip_source_[i]) {
-      T const* s = skip_grad_[i].data();
-      T* d = dy_[i].data();
       double const t0 = now();
-      for_each_owned(l.out_desc(), l.out_desc(),
-                     [&](index_t a, index_t, index_t) { d[a] += s[a]; });
+      add_owned(*skip_desc_[i], skip_grad_[i].data(), *dout_[i].desc, dout_[i].buf->data());
       c.times->compute += now() - t0;
     }
-    tensor_view dx = i > 0 ? tensor_view(l.in_desc(), dx_[i]) : tensor_view{};
-    l.backward(tensor_view(l.in_desc(), x_[i]), tensor_view(l.out_desc(), y_[i]),
-               tensor_view(l.out_desc(), dy_[i]), dx, c);
-    if (i > 0) moves_[i]->backward(dx_[i], dy_[i - 1], *c.times);
+    if (!fused_away_[i])
+      layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
+    if (i > 0 && !local_[i]) moves_[i]->backward(*din_[i].buf, *dout_[i - 1].buf, *c.times);
   }
 }
 
@@ -237,7 +283,11 @@ template <class T> std::string network<T>::describe() const {
     for (int d : l.in_desc().grid().dims()) grid += (grid.empty() ? "" : "x") + std::to_string(d);
     os << "  " << i << " " << kinds_[i] << "  grid " << grid << "  in "
        << shape_str(l.in_desc().shape()) << "  out " << shape_str(l.out_desc().shape());
-    if (i > 0 && !moves_[i]->local()) os << "  (redistributed from the previous layer)";
+    if (i > 0 && !local_[i]) os << "  (redistributed from the previous layer)";
+    if (fused_away_[i])
+      os << "  (fused into the previous layer)";
+    else if (in_place_[i])
+      os << "  (in place)";
     os << "\n";
   }
   return os.str();

@@ -51,10 +51,27 @@ public:
   [[nodiscard]] halox::index_t batch() const noexcept { return batch_; }
 
 private:
+  // A buffer and the layout it is read and written with.
+  struct slot {
+    std::vector<T>* buf = nullptr;
+    halox::tensor_desc const* desc = nullptr;
+    [[nodiscard]] halox::tensor_view view() const {
+      return buf ? halox::tensor_view(*desc, *buf) : halox::tensor_view{};
+    }
+  };
+  void plan_buffers();
+
   halox::index_t batch_;
   std::vector<std::unique_ptr<layer<T>>> layers_;
   std::vector<std::unique_ptr<transfer<T>>> moves_; // moves_[i]: layer i-1 -> layer i
+  std::vector<bool> local_;      // layer i-1's output blocks are layer i's input blocks
+  std::vector<bool> in_place_;   // layer i reads and writes one buffer (pointwise layers)
+  std::vector<bool> fused_away_; // layer i (a ReLU) runs inside layer i-1
+  std::vector<slot> in_, out_, dout_, din_; // x, y, dy and dx of each layer
+  // Storage behind the slots: x_[i] layer i's input, y_[i] its output where it is moved by a
+  // redistribution (or is the logits), dy_[i] / dx_[i] the gradients likewise.
   std::vector<std::vector<T>> x_, y_, dx_, dy_, skip_grad_;
+  std::vector<halox::tensor_desc const*> skip_desc_; // layout of a skip source's output
   std::vector<bool> is_skip_source_;
   std::vector<std::string> kinds_;
 };

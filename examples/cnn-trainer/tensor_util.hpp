@@ -63,6 +63,67 @@ void for_each_owned(halox::tensor_desc const& a, halox::tensor_desc const& b, F&
   }
 }
 
+/// Calls `f(pa, pb, pc, n)` for each row of the owned block of three buffers holding the same
+/// blocks in layouts `a`, `b` and `c` (halos and strides may differ): `n` consecutive elements
+/// along the last dimension starting at element offsets pa, pb, pc. Where the last dimension is
+/// not unit-stride in every layout the rows are split into single elements. Allocates nothing,
+/// so element-wise layers call it every step; the row loops vectorise.
+template <class F> void for_each_owned_row(halox::tensor_desc const& a, halox::tensor_desc const& b,
+                                           halox::tensor_desc const& c, F&& f) {
+  halox::box const own = a.owned_box();
+  if (own.empty()) return;
+  int const nd = a.ndim();
+  halox::index_t const oa = a.owned_offset_elements(), ob = b.owned_offset_elements(),
+                       oc = c.owned_offset_elements();
+  auto const &sa = a.strides(), &sb = b.strides(), &sc = c.strides();
+  bool const unit = sa[nd - 1] == 1 && sb[nd - 1] == 1 && sc[nd - 1] == 1;
+  halox::index_t const inner = own.extent(nd - 1);
+  halox::index_t i[halox::max_dims] = {};
+  for (;;) {
+    halox::index_t pa = oa, pb = ob, pc = oc;
+    for (int d = 0; d < nd - 1; ++d) {
+      pa += i[d] * sa[d];
+      pb += i[d] * sb[d];
+      pc += i[d] * sc[d];
+    }
+    if (unit)
+      f(pa, pb, pc, inner);
+    else
+      for (halox::index_t k = 0; k < inner; ++k)
+        f(pa + k * sa[nd - 1], pb + k * sb[nd - 1], pc + k * sc[nd - 1], halox::index_t{1});
+    int d = nd - 2;
+    for (; d >= 0; --d) {
+      if (++i[d] < own.extent(d)) break;
+      i[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+/// y = x on the owned block (layouts may differ).
+template <class T>
+void copy_owned(halox::tensor_desc const& xd, T const* x, halox::tensor_desc const& yd, T* y) {
+  for_each_owned_row(xd, yd, yd,
+                     [&](halox::index_t a, halox::index_t b, halox::index_t, halox::index_t n) {
+                       T const* s = x + a;
+                       T* d = y + b;
+#pragma omp simd
+                       for (halox::index_t k = 0; k < n; ++k) d[k] = s[k];
+                     });
+}
+
+/// y += x on the owned block (layouts may differ).
+template <class T>
+void add_owned(halox::tensor_desc const& xd, T const* x, halox::tensor_desc const& yd, T* y) {
+  for_each_owned_row(xd, yd, yd,
+                     [&](halox::index_t a, halox::index_t b, halox::index_t, halox::index_t n) {
+                       T const* s = x + a;
+                       T* d = y + b;
+#pragma omp simd
+                       for (halox::index_t k = 0; k < n; ++k) d[k] += s[k];
+                     });
+}
+
 /// True when `a` and `b` give every process of the same grid the same owned block (so data
 /// moves between them by a local copy). Pure arithmetic, the same answer on every rank.
 inline bool same_blocks(halox::tensor_desc const& a, halox::tensor_desc const& b) {

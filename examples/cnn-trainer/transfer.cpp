@@ -26,10 +26,7 @@ void transfer<T>::forward(std::vector<T>& src_buf, std::vector<T>& dst_buf, phas
     t.shuffle += now() - t0;
     return;
   }
-  T const* s = src_buf.data();
-  T* d = dst_buf.data();
-  for_each_owned(src_, dst_,
-                 [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] = s[a]; });
+  copy_owned(src_, src_buf.data(), dst_, dst_buf.data());
   t.compute += now() - t0;
 }
 
@@ -38,27 +35,20 @@ template <class T> void transfer<T>::backward(std::vector<T>& dst_buf, std::vect
   double const t0 = now();
   if (plan_) {
     std::vector<T>& out = accumulate ? scratch_ : src_buf;
-    if (accumulate) scratch_.resize(src_buf.size());
+    if (accumulate && scratch_.size() != src_buf.size()) scratch_.resize(src_buf.size());
     plan_->execute_inverse(halox::tensor_view(dst_, dst_buf), halox::tensor_view(src_, out));
     t.shuffle += now() - t0;
     if (accumulate) {
       double const t1 = now();
-      T* o = src_buf.data();
-      T const* s = scratch_.data();
-      for_each_owned(src_, src_,
-                     [&](halox::index_t a, halox::index_t, halox::index_t) { o[a] += s[a]; });
+      add_owned(src_, scratch_.data(), src_, src_buf.data());
       t.compute += now() - t1;
     }
     return;
   }
-  T const* s = dst_buf.data();
-  T* d = src_buf.data();
   if (accumulate)
-    for_each_owned(dst_, src_,
-                   [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] += s[a]; });
+    add_owned(dst_, dst_buf.data(), src_, src_buf.data());
   else
-    for_each_owned(dst_, src_,
-                   [&](halox::index_t a, halox::index_t b, halox::index_t) { d[b] = s[a]; });
+    copy_owned(dst_, dst_buf.data(), src_, src_buf.data());
   t.compute += now() - t0;
 }
 

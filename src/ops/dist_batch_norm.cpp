@@ -22,6 +22,9 @@ template <class T> struct dist_batch_norm<T>::impl {
   std::vector<double> buf;
   dist_timings t;
 
+  void forward(tensor_view const& x, tensor_view const& y, T const* gamma, T const* beta,
+               T* running_mean, T* running_var, bool relu);
+
   impl(tensor_desc const& x, bn_stats_mode md, bn_params const& pp, dist_options const& o)
       : desc(x), mode(md), p(pp), channels(x.ndim() >= 2 ? x.shape()[1] : 0),
         comm(sub_comm(x, md, pp, o)), k(o.provider, o.threads), mem(provider_memory(k.provider())) {
@@ -91,12 +94,41 @@ template <class T> dist_timings const& dist_batch_norm<T>::timings() const noexc
 template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor_view const& y,
                                                     T const* gamma, T const* beta, T* running_mean,
                                                     T* running_var) {
+  impl_->forward(x, y, gamma, beta, running_mean, running_var, false);
+}
+
+template <class T> void dist_batch_norm<T>::forward_relu(tensor_view const& x, tensor_view const& y,
+                                                         T const* gamma, T const* beta,
+                                                         T* running_mean, T* running_var) {
+  impl_->forward(x, y, gamma, beta, running_mean, running_var, true);
+}
+
+template <class T>
+void dist_batch_norm<T>::backward_relu(tensor_view const& x, tensor_view const& y,
+                                       tensor_view const& dy, T const* gamma, tensor_view const& dx,
+                                       T* dgamma, T* dbeta) {
   impl& I = *impl_;
+  double const t0 = MPI_Wtime();
+  detail::check_partition(y, I.desc, "dist_batch_norm::backward_relu: y");
+  detail::check_partition(dy, I.desc, "dist_batch_norm::backward_relu: dy");
+  if (!I.desc.empty())
+    I.k.relu_backward(owned_ref<T const>(y), owned_ref<T const>(dy), owned_ref<T>(dy));
+  double const mask = MPI_Wtime() - t0;
+  backward(x, dy, gamma, dx, dgamma, dbeta);
+  I.t.total += mask;
+  I.t.compute += mask;
+}
+
+template <class T>
+void dist_batch_norm<T>::impl::forward(tensor_view const& x, tensor_view const& y, T const* gamma,
+                                       T const* beta, T* running_mean, T* running_var, bool relu) {
+  impl& I = *this;
   dist_timings& t = I.t;
   t = {};
   double const t0 = MPI_Wtime();
-  detail::check_partition(x, I.desc, "dist_batch_norm::forward: x");
-  detail::check_partition(y, I.desc, "dist_batch_norm::forward: y");
+  char const* what = relu ? "dist_batch_norm::forward_relu" : "dist_batch_norm::forward";
+  detail::check_partition(x, I.desc, std::string(what) + ": x");
+  detail::check_partition(y, I.desc, std::string(what) + ": y");
   bool const mine = !I.desc.empty();
   index_t const c = I.channels;
   bool const host = I.mem.host();
@@ -150,7 +182,10 @@ template <class T> void dist_batch_norm<T>::forward(tensor_view const& x, tensor
       I.m = bn_moments{};
     }
   }
-  if (mine) I.k.bn_apply(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
+  if (mine && relu)
+    I.k.bn_apply_relu(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
+  else if (mine)
+    I.k.bn_apply(owned_ref<T const>(x), I.m, gamma, beta, owned_ref<T>(y));
   t.total = MPI_Wtime() - t0;
   t.compute = t.total - t.reduce;
 }

@@ -24,7 +24,11 @@ template <class T> void relu_run(T const* x, T* y, index_t n) {
 
 template <class T> void relu_backward_run(T const* x, T const* dy, T* dx, index_t n) {
 #pragma omp simd
-  for (index_t i = 0; i < n; ++i) dx[i] = x[i] <= T(0) ? T(0) : dy[i];
+  for (index_t i = 0; i < n; ++i) {
+    // Both loads unconditional: a select of loaded values vectorises, a conditional load not.
+    T const v = x[i], g = dy[i];
+    dx[i] = v <= T(0) ? T(0) : g;
+  }
 }
 
 template <class T> double sum_run(T const* x, index_t n) {

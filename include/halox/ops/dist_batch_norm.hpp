@@ -63,6 +63,17 @@ public:
   void backward(tensor_view const& x, tensor_view const& dy, T const* gamma, tensor_view const& dx,
                 T* dgamma, T* dbeta);
 
+  /// Batch norm followed by ReLU, y = max(forward(x), 0), as one layer: the statistics and the
+  /// running statistics are those of `forward`, and the providers that fuse the two (oneDNN)
+  /// write y in a single pass over the block. `y` may be `x`.
+  void forward_relu(tensor_view const& x, tensor_view const& y, T const* gamma, T const* beta,
+                    T* running_mean, T* running_var);
+  /// The backward of `forward_relu`: `y` is its output and `dy` the gradient of y. `dy` is
+  /// overwritten with the gradient of the batch norm's output (dy where y > 0, else 0), then dx
+  /// and the parameter gradients follow as in `backward`; `dx` may be `dy`.
+  void backward_relu(tensor_view const& x, tensor_view const& y, tensor_view const& dy,
+                     T const* gamma, tensor_view const& dx, T* dgamma, T* dbeta);
+
   /// The moments used by the last forward on this rank.
   [[nodiscard]] bn_moments const& moments() const noexcept;
   /// Times of the last call on this rank (`reduce`: the statistics / gradient-sum exchanges).
