@@ -162,7 +162,10 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
 
   // The interior pieces also progress the weight-gradient all-reduce posted before them.
   int const polls =
-      L.bwd_polls > 1 || ((want_dw || want_db) && I.reduce.size() > 1) ? L.opt.progress_polls : 1;
+      L.bwd_polls > 1 || ((want_dw || want_db) && I.reduce.size() > 1 &&
+                          static_cast<std::size_t>(nw + nb) * sizeof(T) >= L.opt.progress_min_bytes)
+          ? L.opt.progress_polls
+          : 1;
   double c = MPI_Wtime();
   if (want_dx) L.gather->start(dy, ws);
   double n = MPI_Wtime();

@@ -91,7 +91,8 @@ template <class T> struct dist_lrn<T>::impl {
     ho.tune = o.tune;
     x_halo = std::make_unique<halo_plan>(*in, ho);
     t_halo = std::make_unique<halo_plan>(*terms, ho);
-    if (x_halo->num_peers() > 0) polls = o.progress_polls;
+    polls = detail::progress_pieces(o, x_halo->bytes_sent() + x_halo->bytes_received(),
+                                    x_halo->num_peers());
 
     box const own = out->owned_box();
     index_t const c0 = own.empty() ? 0 : own.lo[1], c1 = own.empty() ? 0 : own.hi[1];

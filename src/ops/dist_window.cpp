@@ -212,8 +212,9 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   go.tune = opt.tune;
   if (opt.overlap) go.own_copy_boxes = std::move(self);
   gather = std::make_unique<box_gather_plan>(*out, need_r, go);
-  fwd_polls = halo->num_peers() > 0 ? opt.progress_polls : 1;
-  bwd_polls = gather->bytes_sent() + gather->bytes_received() > 0 ? opt.progress_polls : 1;
+  fwd_polls = progress_pieces(opt, halo->bytes_sent() + halo->bytes_received(), halo->num_peers());
+  bwd_polls =
+      progress_pieces(opt, gather->bytes_sent() + gather->bytes_received(), halo->num_peers());
 }
 
 std::string window_layer::describe() const {

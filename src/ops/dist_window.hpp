@@ -47,9 +47,7 @@ struct window_layer {
   std::vector<box> fwd_boundary; ///< the rest of out_own
   box bwd_interior;              ///< inputs whose gradient needs only owned dy
   std::vector<box> bwd_boundary; ///< the rest of in_own
-  /// Pieces of the overlapped interior: `opt.progress_polls` while this rank's exchange has
-  /// messages to progress, else 1 (no peers, e.g. a sample-parallel split: one kernel call on
-  /// the whole interior is faster than several on its slabs).
+  /// Pieces of the overlapped interior (`progress_pieces`).
   int fwd_polls = 1, bwd_polls = 1;
 
   /// Multi-line account of halos, output distribution, boxes and exchanges.
@@ -95,6 +93,15 @@ template <class T> const_block_ref<T> workspace_block(T const* ws, box_gather_pl
 /// (rendezvous) message moves only while its receiver is inside an MPI call, so a rank busy in
 /// a kernel would otherwise leave it waiting until `wait()`. Probing changes no state.
 void poke_progress(MPI_Comm comm);
+
+/// Pieces to compute an overlapped interior in: `o.progress_polls` while this rank's exchange
+/// moves messages large enough to need MPI progress (`o.progress_min_bytes` per peer on
+/// average), else 1 (no peers, as in a sample-parallel split, or small eager messages: one
+/// kernel call on the whole interior is faster than several on its slabs).
+inline int progress_pieces(dist_options const& o, std::size_t bytes, int peers) {
+  if (peers <= 0 || bytes == 0) return 1;
+  return bytes / static_cast<std::size_t>(peers) >= o.progress_min_bytes ? o.progress_polls : 1;
+}
 
 /// Runs `kernel(piece, false)` over `b` in `polls` pieces, poking MPI progress on `comm` after
 /// each: how the interior computes while an exchange is in flight. Sub-box kernels are exact,

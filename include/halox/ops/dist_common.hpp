@@ -13,6 +13,7 @@
 #include <halox/ops/tensor_ref.hpp>
 #include <halox/tensor_view.hpp>
 
+#include <cstddef>
 #include <vector>
 
 namespace halox::ops {
@@ -25,8 +26,13 @@ struct dist_options {
   bool overlap = true;
   /// With overlap, the interior is computed in this many pieces with an MPI progress poll after
   /// each, so that large messages, which MPI moves only while the receiver is inside an MPI
-  /// call, advance during the compute instead of at `wait`. 1: one piece, no poll.
+  /// call, advance during the compute instead of at `wait`. 1: one piece, no poll. Applied
+  /// only where this rank's exchange moves at least `progress_min_bytes` per peer: smaller
+  /// messages travel eagerly, need no progress, and one kernel call on the whole interior is
+  /// faster than several on its slabs.
   int progress_polls = 8;
+  /// Bytes per peer (sent plus received) from which the interior is split for progress polls.
+  std::size_t progress_min_bytes = std::size_t(64) << 10;
   /// How halos and output gradients move. `automatic` measures the candidates when the
   /// operator is built (several collective rounds); the default never does.
   backend method = backend::mpi_pack;
