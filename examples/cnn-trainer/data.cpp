@@ -4,10 +4,18 @@
 
 #include <halox/error.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <unordered_map>
 
 namespace trainer {
 using halox::index_t;
@@ -34,7 +42,29 @@ public:
     train_ = train;
     test_ = test;
   }
+  // Generating a sample costs far more than copying it, and every epoch reads the same samples
+  // over the same box (the rank's part of the first layer's input), so each generated box is
+  // kept, up to a budget of memory per rank.
   void read(split s, index_t id, halox::box const& b, float* out) override {
+    std::size_t const n = static_cast<std::size_t>(b.volume());
+    if (!same_box(b)) {
+      cache_.clear();
+      cached_ = 0;
+      box_ = b;
+    }
+    auto const key = static_cast<std::uint64_t>(id) * 2 + (s == split::train ? 0 : 1);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      std::memcpy(out, it->second.data(), n * sizeof(float));
+      return;
+    }
+    generate(s, id, b, out);
+    if ((cached_ + n) * sizeof(float) <= cache_budget) {
+      cache_.emplace(key, std::vector<float>(out, out + n));
+      cached_ += n;
+    }
+  }
+  void generate(split s, index_t id, halox::box const& b, float* out) {
     std::uint64_t const key =
         mix(0x5eed, s == split::train ? 1 : 2, static_cast<std::uint64_t>(id));
     int const k = label(s, id);
@@ -81,6 +111,13 @@ public:
   }
 
 private:
+  static constexpr std::size_t cache_budget = std::size_t(256) << 20; // bytes per rank
+  bool same_box(halox::box const& b) const {
+    if (b.nd != box_.nd) return false;
+    for (int d = 0; d < b.nd; ++d)
+      if (b.lo[d] != box_.lo[d] || b.hi[d] != box_.hi[d]) return false;
+    return true;
+  }
   static double shape2(int k, double u, double v) {
     double const r = std::sqrt(u * u + v * v);
     switch (k) {
@@ -110,6 +147,9 @@ private:
     }
   }
   bool three_d_;
+  halox::box box_;                                              // the box the cache holds
+  std::unordered_map<std::uint64_t, std::vector<float>> cache_; // (id, split) -> values in box_
+  std::size_t cached_ = 0;                                      // floats held
 };
 
 std::uint32_t be32(unsigned char const* p) {
@@ -117,7 +157,41 @@ std::uint32_t be32(unsigned char const* p) {
          p[3];
 }
 
-// Byte images in files: MNIST's idx pairs or CIFAR-10's records (label byte + CHW bytes).
+// A read-only memory map of a whole file, unmapped on destruction. Pages are read from the file
+// on first touch, so a rank that reads only its part of each sample reads only those pages.
+class mapped_file {
+public:
+  explicit mapped_file(std::string const& path) {
+    int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    HALOX_REQUIRE(fd >= 0, halox::errc::invalid_argument,
+                  "cannot open " + path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) == 0) size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p != MAP_FAILED) data_ = static_cast<unsigned char const*>(p);
+    }
+    int const err = errno;
+    ::close(fd);
+    HALOX_REQUIRE(size_ == 0 || data_ != nullptr, halox::errc::invalid_argument,
+                  "cannot map " + path + ": " + std::strerror(err));
+  }
+  ~mapped_file() {
+    if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+  }
+  mapped_file(mapped_file const&) = delete;
+  mapped_file& operator=(mapped_file const&) = delete;
+  [[nodiscard]] unsigned char const* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+private:
+  unsigned char const* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Byte images in files: MNIST's idx pairs or CIFAR-10's records (label byte + CHW bytes). Each
+// file is mapped once; a sample's rows are converted with a 256-entry table of normalised
+// values, so a batch costs one table look-up per owned pixel and no system call.
 class byte_images final : public dataset {
 public:
   struct part {
@@ -130,37 +204,35 @@ public:
   };
   byte_images(std::string name, std::vector<index_t> shape, int classes, double mean, double std,
               std::vector<part> train, std::vector<part> test)
-      : name_(std::move(name)), mean_(mean), std_(std), parts_{std::move(train), std::move(test)} {
+      : name_(std::move(name)), parts_{std::move(train), std::move(test)} {
     shape_ = std::move(shape);
     classes_ = classes;
     for (auto const& p : parts_[0]) train_ += p.count;
     for (auto const& p : parts_[1]) test_ += p.count;
+    for (int v = 0; v < 256; ++v) table_[v] = static_cast<float>((v / 255.0 - mean) / std);
   }
   void read(split s, index_t id, halox::box const& b, float* out) override {
     auto [p, local] = find(s, id);
-    std::ifstream& f = open(p->images);
-    index_t const H = shape_[1], W = shape_[2];
-    std::vector<unsigned char> row(static_cast<std::size_t>(b.extent(2)));
-    std::size_t o = 0;
+    mapped_file const& f = map(p->images);
+    index_t const H = shape_[1], W = shape_[2], w = b.extent(2);
+    index_t const sample = p->first + local * p->stride;
+    HALOX_REQUIRE(
+        sample + shape_[0] * H * W <= static_cast<index_t>(f.size()), halox::errc::invalid_argument,
+        "cannot read sample " + std::to_string(id) + " from " + p->images + " (file truncated?)");
+    float* o = out;
     for (index_t c = b.lo[0]; c < b.hi[0]; ++c)
-      for (index_t h = b.lo[1]; h < b.hi[1]; ++h) {
-        f.seekg(p->first + local * p->stride + (c * H + h) * W + b.lo[2]);
-        f.read(reinterpret_cast<char*>(row.data()), static_cast<std::streamsize>(row.size()));
-        HALOX_REQUIRE(f.good(), halox::errc::invalid_argument,
-                      "cannot read sample " + std::to_string(id) + " from " + p->images +
-                          " (file truncated?)");
-        for (unsigned char v : row) out[o++] = static_cast<float>((v / 255.0 - mean_) / std_);
+      for (index_t h = b.lo[1]; h < b.hi[1]; ++h, o += w) {
+        unsigned char const* row = f.data() + sample + (c * H + h) * W + b.lo[2];
+        for (index_t x = 0; x < w; ++x) o[x] = table_[row[x]];
       }
   }
   int label(split s, index_t id) override {
     auto [p, local] = find(s, id);
-    std::ifstream& f = open(p->labels.empty() ? p->images : p->labels);
-    f.seekg(p->label_first + local * p->label_stride);
-    char v = 0;
-    f.read(&v, 1);
-    HALOX_REQUIRE(f.good(), halox::errc::invalid_argument,
+    mapped_file const& f = map(p->labels.empty() ? p->images : p->labels);
+    index_t const at = p->label_first + local * p->label_stride;
+    HALOX_REQUIRE(at < static_cast<index_t>(f.size()), halox::errc::invalid_argument,
                   "cannot read label " + std::to_string(id));
-    int const l = static_cast<unsigned char>(v);
+    int const l = f.data()[at];
     HALOX_REQUIRE(l < classes_, halox::errc::invalid_argument,
                   "label " + std::to_string(l) + " of sample " + std::to_string(id) +
                       " is not below " + std::to_string(classes_) + " classes; the file is not a " +
@@ -180,16 +252,15 @@ private:
     }
     throw halox::error(halox::errc::internal, "sample index out of range");
   }
-  std::ifstream& open(std::string const& path) {
+  mapped_file const& map(std::string const& path) {
     auto& f = files_[path];
-    if (!f.is_open()) f.open(path, std::ios::binary);
-    f.clear();
-    return f;
+    if (!f) f = std::make_unique<mapped_file>(path);
+    return *f;
   }
   std::string name_;
-  double mean_, std_;
+  float table_[256] = {};
   std::vector<part> parts_[2];
-  std::map<std::string, std::ifstream> files_;
+  std::map<std::string, std::unique_ptr<mapped_file>> files_;
 };
 
 std::vector<unsigned char> head(std::string const& path, std::size_t n) {
@@ -320,18 +391,25 @@ template <class T> void fill_batch(dataset& d, split s, std::vector<index_t> con
   halox::box b; // the owned box without N
   b.nd = nd - 1;
   for (int i = 1; i < nd; ++i) b.lo[i - 1] = own.lo[i], b.hi[i - 1] = own.hi[i];
-  std::vector<float> tmp(static_cast<std::size_t>(b.volume()));
-  auto const off = desc.owned_offset();
+  std::size_t const vol = static_cast<std::size_t>(b.volume());
+  static thread_local std::vector<float> sample; // one sample's box, kept from batch to batch
+  if (sample.size() < vol) sample.resize(vol);
+  float* const tmp = sample.data();
+  index_t const base = desc.owned_offset_elements();
   auto const& st = desc.strides();
+  index_t const w = b.extent(b.nd - 1), sw = st[nd - 1];
   for (index_t n = own.lo[0]; n < own.hi[0]; ++n) {
-    d.read(s, ids[static_cast<std::size_t>(n)], b, tmp.data());
-    std::size_t o = 0;
-    std::vector<index_t> i(static_cast<std::size_t>(nd - 1), 0);
+    d.read(s, ids[static_cast<std::size_t>(n)], b, tmp);
+    // One row of the sample (along the last dimension) at a time into the haloed layout.
+    float const* src = tmp;
+    index_t i[halox::max_dims] = {};
     for (;;) {
-      index_t p = (off[0] + n - own.lo[0]) * st[0];
-      for (int k = 1; k < nd; ++k) p += (off[k] + i[k - 1]) * st[k];
-      buf[static_cast<std::size_t>(p)] = static_cast<T>(tmp[o++]);
-      int k = nd - 2;
+      index_t p = base + (n - own.lo[0]) * st[0];
+      for (int k = 1; k < nd - 1; ++k) p += i[k - 1] * st[k];
+      T* dst = buf.data() + p;
+      for (index_t x = 0; x < w; ++x) dst[x * sw] = static_cast<T>(src[x]);
+      src += w;
+      int k = nd - 3; // odometer over the dimensions before the last
       for (; k >= 0; --k) {
         if (++i[k] < b.extent(k)) break;
         i[k] = 0;
