@@ -3,10 +3,20 @@
 process with the same threads (the local-speed reference). Writes a markdown table and JSON.
 
   examples/cnn-trainer/bench/bench-trainer.py --train build/mpich/examples/cnn-trainer/halox-train \
-      --model resnet --ranks 1 2 4 --threads 1 --steps 12 --out bench-trainer
+      --model resnet --ranks 1 2 --threads 1 --steps 30 --repeat 3 --out bench-trainer
 
-The median images/s over the steps after the first two (warm-up) is reported, from each run's
---log-json; the time breakdown is the mean per step on rank 0.
+Both sides train the same network from the same model file (models/<model>-sample.model; the
+strategy variants are the same network split differently) with SGD with momentum, the same
+batch and the same threads per process. The median images/s over the steps after the first two
+(warm-up) is taken from each run's --log-json, and the median over --repeat runs is reported;
+the runs of all configurations are interleaved, so a change of machine load touches them alike.
+The time breakdown is the mean per step on rank 0.
+
+The last lines are the yardstick:
+
+  halox/torch time per image (1 rank, 1 thread): X     torch images/s / halox images/s, 1 rank
+  speed-up 2 ranks sample: Y                           halox sample, 2 ranks over 1 rank
+  speed-up 2 ranks spatial: Z                          halox spatial, 2 ranks over 1 rank
 """
 import argparse
 import json
@@ -111,35 +121,47 @@ def main():
     ap.add_argument("--train", required=True, help="the halox-train executable")
     ap.add_argument("--mpiexec", default="mpiexec.mpich")
     ap.add_argument("--model", default="resnet", help="model family (resnet, alexnet, conv3d)")
-    ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--strategies", nargs="+", default=["sample", "spatial", "hybrid"])
+    ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--strategies", nargs="+", default=["sample", "spatial"])
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per configuration (median)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="bench-trainer")
     a = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
+    load_at_start = os.getloadavg()[0]
     rows = []
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-    for strategy in a.strategies:
-        for n in a.ranks:
+    model_file = os.path.join(here, "..", "models", f"{a.model}-sample.model")
+    configs = [(st, n) for st in a.strategies for n in a.ranks]
+    runs = {c: [] for c in configs}
+    torch_runs = []
+    for _ in range(a.repeat):  # interleaved: every configuration once per round
+        for strategy, n in configs:
             with tempfile.NamedTemporaryFile(suffix=".json") as log:
                 cmd = [a.mpiexec, "-n", str(n), a.train, "--model", f"{a.model}-{strategy}",
                        "--batch", str(a.batch), "--steps", str(a.steps), "--no-eval",
                        "--threads", str(a.threads), "--print-every", "1000", "--log-json", log.name]
                 subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-                steps = [json.loads(l) for l in open(log.name)][2:]
-            row = {"impl": "halox-train", "strategy": strategy, "ranks": n,
-                   "images_per_s": statistics.median(s["images_per_s"] for s in steps)}
-            for k in ("time_s", "compute_s", "halo_s", "shuffle_s", "allreduce_s"):
-                row[k] = statistics.mean(s[k] for s in steps)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    model_file = os.path.join(here, "..", "models", f"{a.model}-sample.model")
+                runs[(strategy, n)].append([json.loads(l) for l in open(log.name)][2:])
+        torch_runs.append(torch_images_per_s(model_file, a.batch, a.steps, a.threads))
+    rate = {}
+    for (strategy, n), rs in runs.items():
+        per_run = [statistics.median(s["images_per_s"] for s in steps) for steps in rs]
+        best = rs[per_run.index(statistics.median_low(per_run))]
+        row = {"impl": "halox-train", "strategy": strategy, "ranks": n,
+               "images_per_s": statistics.median(per_run), "runs": per_run}
+        for k in ("time_s", "compute_s", "halo_s", "shuffle_s", "allreduce_s"):
+            row[k] = statistics.mean(s[k] for s in best)
+        rate[(strategy, n)] = row["images_per_s"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     rows.append({"impl": "pytorch " + __import__("torch").__version__, "strategy": "-", "ranks": 1,
-                 "images_per_s": torch_images_per_s(model_file, a.batch, a.steps, a.threads)})
+                 "images_per_s": statistics.median(torch_runs), "runs": torch_runs})
     print(json.dumps(rows[-1]), flush=True)
     meta = {"model": a.model, "batch": a.batch, "steps": a.steps, "threads": a.threads,
+            "repeat": a.repeat, "load_at_start": load_at_start,
             "mpiexec": a.mpiexec, "cores": os.cpu_count(), "command": " ".join(sys.argv)}
     json.dump({"meta": meta, "results": rows}, open(a.out + ".json", "w"), indent=1)
     with open(a.out + ".md", "w") as f:
@@ -148,11 +170,19 @@ def main():
         for r in rows:
             if "time_s" in r:
                 f.write(f"| {r['impl']} | {r['strategy']} | {r['ranks']} | {r['images_per_s']:.0f} | "
-                        f"{1000 * r['time_s']:.0f} | {1000 * r['compute_s']:.0f} | {1000 * r['halo_s']:.0f} | "
-                        f"{1000 * r['shuffle_s']:.0f} | {1000 * r['allreduce_s']:.0f} |\n")
+                        f"{1000 * r['time_s']:.1f} | {1000 * r['compute_s']:.1f} | {1000 * r['halo_s']:.1f} | "
+                        f"{1000 * r['shuffle_s']:.1f} | {1000 * r['allreduce_s']:.1f} |\n")
             else:
                 f.write(f"| {r['impl']} | - | 1 | {r['images_per_s']:.0f} | | | | | |\n")
     print(open(a.out + ".md").read())
+    torch_rate = rows[-1]["images_per_s"]
+    one = rate.get(("sample", 1)) or next((v for (st, n), v in rate.items() if n == 1), None)
+    if one:
+        print(f"halox/torch time per image (1 rank, {a.threads} thread{'s' if a.threads > 1 else ''}): "
+              f"{torch_rate / one:.2f}")
+    for strategy in ("sample", "spatial"):
+        if (strategy, 1) in rate and (strategy, 2) in rate:
+            print(f"speed-up 2 ranks {strategy}: {rate[(strategy, 2)] / rate[(strategy, 1)]:.2f}")
 
 
 if __name__ == "__main__":
