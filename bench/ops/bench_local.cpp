@@ -10,7 +10,10 @@
 //
 // `total` is forward + backward-data + backward-weights + bias, the work of one training step of
 // the layer. LRN shapes (names `lrn<nsp>d_<size>_<C>_<extent>`, AlexNet's alpha 1e-4, beta
-// 0.75, k 2) print the same line with `bwd_data` the backward pass and `bwd_weights` 0.
+// 0.75, k 2) print the same line with `bwd_data` the backward pass and `bwd_weights` 0, and so do
+// the memory-bound layers (names `<kind><nsp>d_<window>_<C>_<extent>`): batch norm in training
+// mode (`bn`: statistics, normalisation; backward sums and dx), ReLU (`relu`), and max and
+// average pooling (`maxpool`, `avgpool`, window `3s2` = 3 wide, stride 2, padding 1).
 // bench/ops/compare_torch.py runs the same shapes in PyTorch and prints the ratios.
 // Public API only (halox::ops::local_kernels).
 #include <halox/ops/ops.hpp>
@@ -76,6 +79,30 @@ std::vector<lrn_layer> lrn_layers(std::string const& which) {
   return r;
 }
 
+// Memory-bound layers at ResNet shapes (batch 4 in 2-D, 2 in 3-D).
+struct pointwise_layer {
+  char const* name;
+  char const* kind; // bn, relu, maxpool, avgpool
+  std::vector<index_t> x;
+};
+
+std::vector<pointwise_layer> pointwise_layers(std::string const& which) {
+  std::vector<pointwise_layer> all = {
+      {"bn2d_1_64_56", "bn", {4, 64, 56, 56}},
+      {"bn2d_1_256_14", "bn", {4, 256, 14, 14}},
+      {"bn3d_1_64_16x28x28", "bn", {2, 64, 16, 28, 28}},
+      {"relu2d_1_64_56", "relu", {4, 64, 56, 56}},
+      {"relu3d_1_64_16x28x28", "relu", {2, 64, 16, 28, 28}},
+      {"maxpool2d_3s2_64_112", "maxpool", {4, 64, 112, 112}},
+      {"avgpool2d_3s2_64_56", "avgpool", {4, 64, 56, 56}},
+      {"maxpool3d_3s2_64_16x28x28", "maxpool", {2, 64, 16, 28, 28}},
+  };
+  std::vector<pointwise_layer> r;
+  for (auto const& l : all)
+    if (which == "all" || std::string(l.name).rfind(which, 0) == 0) r.push_back(l);
+  return r;
+}
+
 std::vector<float> random_vec(index_t n, unsigned seed) {
   std::mt19937 g(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -97,7 +124,8 @@ template <class F> double ms(F&& f) {
 
 int usage(int rc) {
   std::printf("halox-bench-local [--provider automatic|reference|onednn] [--threads N]\n"
-              "                  [--shapes all|2d|3d|lrn|<name prefix>] [--iters N] [--warmup N]\n"
+              "                  [--shapes all|2d|3d|lrn|bn|relu|maxpool|avgpool|<name prefix>]\n"
+              "                  [--iters N] [--warmup N]\n"
               "                  [--describe]\n");
   return rc;
 }
@@ -187,6 +215,68 @@ int main(int argc, char** argv) {
         double const f = ms([&] { k.lrn_forward({x.data(), l.x}, {y.data(), l.x}, p); });
         double const b = ms([&] {
           k.lrn_backward({x.data(), l.x}, {dy.data(), l.x}, {dx.data(), l.x}, p);
+        });
+        if (it < warmup) continue;
+        tf.push_back(f);
+        tb.push_back(b);
+        tt.push_back(f + b);
+      }
+      std::printf("shape %s fwd %.3f bwd_data %.3f bwd_weights 0.000 total %.3f\n", l.name,
+                  median(tf), median(tb), median(tt));
+      std::fflush(stdout);
+    }
+    for (auto const& l : pointwise_layers(which)) {
+      std::string const kind = l.kind;
+      int const nsp = static_cast<int>(l.x.size()) - 2;
+      index_t const c = l.x[1];
+      auto const x = random_vec(ops::element_count(l.x), 1);
+      std::vector<float> gamma(static_cast<std::size_t>(c), 1.5f), beta(gamma.size(), 0.25f);
+      std::vector<float> rm(gamma.size(), 0.f), rv(gamma.size(), 1.f), dg(gamma.size()),
+          dbt(gamma.size());
+      ops::pool_params pp;
+      pp.kind = kind == "avgpool" ? ops::pool_kind::average : ops::pool_kind::max;
+      pp.kernel = {3};
+      pp.stride = {2};
+      pp.pad_lo = pp.pad_hi = {1};
+      auto const ys =
+          kind == "maxpool" || kind == "avgpool" ? ops::pool_output_shape(l.x, pp) : l.x;
+      auto const dy = random_vec(ops::element_count(ys), 4);
+      std::vector<float> y(dy.size()), dx(x.size());
+      std::vector<index_t> const in_ext(l.x.begin() + 2, l.x.end());
+      halox::box ob, ib;
+      ob.nd = ib.nd = nsp;
+      for (int i = 0; i < nsp; ++i) {
+        ob.hi[i] = ys[2 + i];
+        ib.hi[i] = l.x[2 + i];
+      }
+      ops::const_tensor_ref<float> const xr(x.data(), l.x), dyr(dy.data(), ys);
+      ops::bn_moments m;
+      std::vector<double> tf, tb, tt;
+      for (int it = 0; it < warmup + iters; ++it) {
+        double const f = ms([&] {
+          if (kind == "bn") {
+            m = ops::bn_finalize_stats<float>(k.bn_partial_stats(xr), 1e-5, 0.1, rm.data(),
+                                              rv.data());
+            k.bn_apply(xr, m, gamma.data(), beta.data(), {y.data(), ys});
+          } else if (kind == "relu") {
+            k.relu_forward(xr, {y.data(), ys});
+          } else {
+            k.pool_forward_box(ops::const_block_ref<float>(xr), in_ext,
+                               ops::block_ref<float>(ops::tensor_ref<float>(y.data(), ys)), ob, pp);
+          }
+        });
+        double const b = ms([&] {
+          if (kind == "bn") {
+            auto const sums = k.bn_backward_partial(xr, dyr, m);
+            k.bn_backward_apply(xr, dyr, m, gamma.data(), sums, true, {dx.data(), l.x});
+            ops::bn_param_grads<float>(sums, dg.data(), dbt.data());
+          } else if (kind == "relu") {
+            k.relu_backward(xr, dyr, {dx.data(), l.x});
+          } else {
+            k.pool_backward_box(
+                ops::const_block_ref<float>(xr), ops::const_block_ref<float>(dyr), in_ext,
+                ops::block_ref<float>(ops::tensor_ref<float>(dx.data(), l.x)), ib, pp);
+          }
         });
         if (it < warmup) continue;
         tf.push_back(f);

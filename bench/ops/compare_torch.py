@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
-"""halox's local convolution and LRN kernels against PyTorch's, on the same shapes.
+"""halox's local convolution, batch-norm, ReLU, pooling and LRN kernels against PyTorch's, on the
+same shapes.
 
 Runs halox-bench-local (one process per provider) and times the same layers in PyTorch
 (torch.nn.functional.conv2d / conv3d, forward then backward through autograd: dx, dw and db),
-with the same number of threads, and the LRN shapes (lrn*: torch.nn.functional.local_response_norm,
-forward, then backward through autograd; a table of their own with fwd and fwd+bwd ratios).
+with the same number of threads. The memory-bound layers (bn*, relu*, maxpool*, avgpool*, lrn*:
+F.batch_norm in training mode with gamma and beta, F.relu, F.max_pool / F.avg_pool with window 3,
+stride 2, padding 1, F.local_response_norm) get a table of their own with fwd and fwd+bwd ratios
+and one line per kind:
+
+    geomean <kind> halox <provider>/torch time: fwd F, fwd+bwd B
+
 Prints markdown tables of times in ms and, as its last line, the geometric mean over the
 convolution shapes of halox/torch time for the first provider:
 
@@ -99,6 +105,67 @@ def torch_lrn_times(name, batch, iters, warmup):
     return statistics.median(fwd), statistics.median(tot)
 
 
+KINDS = ("lrn", "bn", "relu", "maxpool", "avgpool")
+
+
+def kind_of(name):
+    """The layer kind of a memory-bound shape name (bn2d_1_64_56 -> bn), or None for a conv."""
+    for k in KINDS:
+        if name.startswith(k) and name[len(k)].isdigit():
+            return k
+    return None
+
+
+def parse_layer(name):
+    # e.g. maxpool2d_3s2_64_112 -> kind, dims 2, window "3s2", channels 64, extent [112, 112]
+    kind = kind_of(name)
+    head, win, c, ext = name.split("_")
+    nsp = int(head[len(kind)])
+    ext = [int(v) for v in ext.split("x")]
+    return kind, nsp, win, int(c), ext * nsp if len(ext) == 1 else ext
+
+
+def torch_layer_times(name, batch, iters, warmup):
+    """BN (training mode, with affine parameters), ReLU, 3-wide stride-2 pooling with padding 1,
+    or LRN, as halox-bench-local runs them."""
+    if name.startswith("lrn"):
+        return torch_lrn_times(name, batch, iters, warmup)
+    import torch
+    import torch.nn.functional as F
+
+    kind, nsp, win, c, ext = parse_layer(name)
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand([batch, c] + ext, generator=g) * 2 - 1).requires_grad_(True)
+    gamma = torch.full([c], 1.5, requires_grad=True)
+    beta = torch.full([c], 0.25, requires_grad=True)
+    rm, rv = torch.zeros(c), torch.ones(c)
+    maxp = F.max_pool2d if nsp == 2 else F.max_pool3d
+    avgp = F.avg_pool2d if nsp == 2 else F.avg_pool3d
+
+    def run():
+        if kind == "bn":
+            return F.batch_norm(x, rm, rv, gamma, beta, training=True, momentum=0.1, eps=1e-5)
+        if kind == "relu":
+            return F.relu(x)
+        return (maxp if kind == "maxpool" else avgp)(x, 3, 2, 1)
+
+    with torch.no_grad():
+        y = run()
+    dy = torch.rand(y.shape, generator=g) * 2 - 1
+    fwd, tot = [], []
+    for it in range(warmup + iters):
+        x.grad = gamma.grad = beta.grad = None
+        t0 = time.perf_counter()
+        y = run()
+        t1 = time.perf_counter()
+        y.backward(dy)
+        t2 = time.perf_counter()
+        if it >= warmup:
+            fwd.append((t1 - t0) * 1e3)
+            tot.append((t2 - t0) * 1e3)
+    return statistics.median(fwd), statistics.median(tot)
+
+
 def halox_times(exe, provider, shapes, iters, warmup, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = subprocess.run([exe, "--provider", provider, "--shapes", shapes, "--iters", str(iters),
@@ -129,8 +196,8 @@ def main():
     # The shape list comes from the tool; each shape is then timed in halox and in torch right
     # after each other, so that both see the same load on a shared machine.
     all_names = list(halox_times(a.exe, provs[0], a.shapes, 0, 0, a.threads).keys())
-    names = [n for n in all_names if not n.startswith("lrn")]
-    lrn_names = [n for n in all_names if n.startswith("lrn")]
+    names = [n for n in all_names if kind_of(n) is None]
+    lrn_names = [n for n in all_names if kind_of(n) is not None]
     print(f"threads {a.threads}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
           f"median of {a.iters} after {a.warmup} warm-up; times in ms, fwd+bwd = forward + "
           "dx + dw + db")
@@ -156,31 +223,33 @@ def main():
         print(row, flush=True)
     if lrn_names:
         print()
-        head = "| LRN shape | torch fwd | torch fwd+bwd |"
+        head = "| layer shape | torch fwd | torch fwd+bwd |"
         sep = "|---|---|---|"
         for p in provs:
             head += f" halox {p} fwd | halox {p} fwd+bwd | {p}/torch fwd | {p}/torch fwd+bwd |"
             sep += "---|---|---|---|"
         print(head)
         print(sep)
-        lrn_ratios = {p: ([], []) for p in provs}
+        lrn_ratios = {(p, k): ([], []) for p in provs for k in KINDS}
         for n in lrn_names:
-            batch = 4 if n.startswith("lrn2d") else 2
+            batch = 4 if parse_layer(n)[1] == 2 else 2
             hal = {p: halox_times(a.exe, p, n, a.iters, a.warmup, a.threads)[n] for p in provs}
-            tf, tt = torch_lrn_times(n, batch, a.iters, a.warmup)
+            tf, tt = torch_layer_times(n, batch, a.iters, a.warmup)
             row = f"| {n} | {tf:.2f} | {tt:.2f} |"
             for p in provs:
                 h = hal[p]
-                lrn_ratios[p][0].append(h["fwd"] / tf)
-                lrn_ratios[p][1].append(h["total"] / tt)
+                lrn_ratios[(p, kind_of(n))][0].append(h["fwd"] / tf)
+                lrn_ratios[(p, kind_of(n))][1].append(h["total"] / tt)
                 row += (f" {h['fwd']:.2f} | {h['total']:.2f} | {h['fwd'] / tf:.2f} |"
                         f" {h['total'] / tt:.2f} |")
             print(row, flush=True)
         print()
         gm = lambda v: math.exp(sum(map(math.log, v)) / len(v))
         for p in provs:
-            print(f"geomean LRN halox {p}/torch time: fwd {gm(lrn_ratios[p][0]):.3f}, "
-                  f"fwd+bwd {gm(lrn_ratios[p][1]):.3f}")
+            for k in KINDS:
+                f, t = lrn_ratios[(p, k)]
+                if f:
+                    print(f"geomean {k} halox {p}/torch time: fwd {gm(f):.3f}, fwd+bwd {gm(t):.3f}")
     if not names:
         return 0
     print()

@@ -67,6 +67,19 @@ struct lrn_engine::plan {
   }
 };
 
+namespace {
+// LRN runs across the channels at each spatial position, so the spatial dimensions may be merged
+// wherever the layout allows: a 3-D problem then runs on oneDNN's optimised 2-D kernels (its 3-D
+// LRN has only the reference implementation).
+template <class T> bool mergeable(tensor_ref<T> const& t) {
+  return t.rank() == 5 && t.strides[2] == t.strides[3] * t.shape[3];
+}
+template <class T> tensor_ref<T> merged(tensor_ref<T> const& t) {
+  return tensor_ref<T>(t.data, {t.shape[0], t.shape[1], t.shape[2] * t.shape[3], t.shape[4]},
+                       {t.strides[0], t.strides[1], t.strides[3], t.strides[4]});
+}
+} // namespace
+
 lrn_engine::lrn_engine() = default;
 lrn_engine::~lrn_engine() = default;
 
@@ -110,6 +123,7 @@ lrn_engine::plan* lrn_engine::find(const_tensor_ref<float> const& x, lrn_params 
 }
 
 bool lrn_engine::forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_params const& p) {
+  if (x.shape == y.shape && mergeable(x) && mergeable(y)) return forward(merged(x), merged(y), p);
   char const* op = "lrn_forward (onednn)";
   check_lrn_params(p, op);
   check_ref(op, "x", x);
@@ -134,6 +148,8 @@ bool lrn_engine::forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_par
 
 bool lrn_engine::backward(const_tensor_ref<float> x, const_tensor_ref<float> dy,
                           tensor_ref<float> dx, lrn_params const& p) {
+  if (x.shape == dy.shape && x.shape == dx.shape && mergeable(x) && mergeable(dy) && mergeable(dx))
+    return backward(merged(x), merged(dy), merged(dx), p);
   char const* op = "lrn_backward (onednn)";
   check_lrn_params(p, op);
   check_ref(op, "x", x);
