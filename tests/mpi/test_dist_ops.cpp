@@ -599,6 +599,55 @@ TEST(DistOps, BatchNormLocalStats) {
   expect_close(db, db_sum, 1e-12, "dbeta");
 }
 
+// Batch norm + ReLU as one layer (forward_relu / backward_relu), writing y into a haloed buffer
+// of another layout: bitwise the two layers run one after the other, for the fused host kernels
+// (float: oneDNN's provider when built) and the two-pass default (double: reference).
+template <class T> void check_bn_relu(shape_t const& shape, std::vector<int> const& dims) {
+  process_grid grid(MPI_COMM_WORLD, dims);
+  tensor_desc const xd(grid, shape, halox::dtype_of<T>());
+  std::vector<dim_options> halos(shape.size(), dim_options::halo(0));
+  for (std::size_t d = 2; d < shape.size(); ++d) halos[d] = dim_options::halo(1);
+  tensor_desc const yd(grid, shape, halox::dtype_of<T>(), halos); // the next layer's input
+  index_t const c = shape[1];
+  auto const x = random_tensor<T>(shape, 71), dy = random_tensor<T>(shape, 72);
+  auto const gamma = random_tensor<T>({c}, 73), beta = random_tensor<T>({c}, 74);
+  ops::dist_batch_norm<T> a(xd), b(xd);
+  std::vector<T> rma(c, T(0)), rva(c, T(1)), rmb(rma), rvb(rva), dga(c), dba(c), dgb(c), dbb(c);
+  auto xl = scatter(xd, x);
+  std::vector<T> ya(static_cast<std::size_t>(yd.local_elements()), T(-9)), yb(ya);
+  a.forward(tensor_view(xd, xl), tensor_view(yd, ya), gamma.data(), beta.data(), rma.data(),
+            rva.data());
+  ops::dist_relu<T>(yd).forward(tensor_view(yd, ya), tensor_view(yd, ya));
+  b.forward_relu(tensor_view(xd, xl), tensor_view(yd, yb), gamma.data(), beta.data(), rmb.data(),
+                 rvb.data());
+  EXPECT_EQ(ya, yb) << "forward_relu differs from forward + relu";
+  EXPECT_EQ(rma, rmb);
+  EXPECT_EQ(rva, rvb);
+  auto dya = scatter(xd, dy), dyb = dya;
+  std::vector<T> dxa(xl.size(), T(-9)), dxb(dxa);
+  ops::dist_relu<T>(xd).backward(tensor_view(yd, ya), tensor_view(xd, dya), tensor_view(xd, dya));
+  a.backward(tensor_view(xd, xl), tensor_view(xd, dya), gamma.data(), tensor_view(xd, dxa),
+             dga.data(), dba.data());
+  b.backward_relu(tensor_view(xd, xl), tensor_view(yd, yb), tensor_view(xd, dyb), gamma.data(),
+                  tensor_view(xd, dxb), dgb.data(), dbb.data());
+  EXPECT_EQ(dxa, dxb) << "backward_relu differs from relu backward + backward";
+  EXPECT_EQ(dya, dyb) << "backward_relu leaves dy as the gradient of the batch norm's output";
+  EXPECT_EQ(dga, dgb);
+  EXPECT_EQ(dba, dbb);
+  // Half the outputs of a centred normalisation are negative: the ReLU did something.
+  std::size_t zeros = 0;
+  for (T v : yb) zeros += v == T(0);
+  if (!xd.empty()) EXPECT_GT(zeros, 0u);
+}
+
+TEST(DistOps, BatchNormWithFusedRelu) {
+  int const p = world_size();
+  rng r(10);
+  check_bn_relu<float>({4, 3, 6, 5}, random_dims(r, p, 4));
+  check_bn_relu<double>({2, 3, 4, 5, 3}, random_dims(r, p, 5));
+  check_bn_relu<float>({2, 3, 5, 4}, {p, 1, 1, 1}); // empty ranks along N
+}
+
 // ReLU on the owned block of a haloed buffer, then a layer chain writing straight into the next
 // layer's haloed input: conv -> relu (in place) -> max pool.
 TEST(DistOps, ReluAndChainedLayers) {
