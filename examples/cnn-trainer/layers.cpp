@@ -75,20 +75,35 @@ public:
   tensor_desc const& in_desc() const override { return op_.input_desc(); }
   tensor_desc const& out_desc() const override { return op_.output_desc(); }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
-    op_.forward(x, cref(ps_.params[lp_.weight]),
-                lp_.bias >= 0 ? ps_.params[lp_.bias].value.data() : nullptr, y);
+    T const* bias = lp_.bias >= 0 ? ps_.params[lp_.bias].value.data() : nullptr;
+    if (relu_)
+      op_.forward_relu(x, cref(ps_.params[lp_.weight]), bias, y);
+    else
+      op_.forward(x, cref(ps_.params[lp_.weight]), bias, y);
     c.times->add(op_.timings());
   }
-  void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
+  bool fuse_relu() override {
+    relu_ = true;
+    return true;
+  }
+  void backward(tensor_view const& x, tensor_view const& y, tensor_view const& dy,
                 tensor_view const& dx, step_context const& c) override {
     auto& w = ps_.params[lp_.weight];
     T* db = lp_.bias >= 0 ? ps_.params[lp_.bias].grad.data() : nullptr;
+    // A fused ReLU's backward turns dy into the convolution's output gradient first (in place),
+    // so the deterministic weight gradients below read the masked dy.
+    auto run = [&](ops::tensor_ref<T> dw, T* b) {
+      if (relu_)
+        op_.backward_relu(x, y, dy, cref(w), dx, std::move(dw), b);
+      else
+        op_.backward(x, dy, cref(w), dx, std::move(dw), b);
+    };
     if (!c.exact_grads) {
-      op_.backward(x, dy, cref(w), dx, ops::tensor_ref<T>(w.grad.data(), w.shape), db);
+      run(ops::tensor_ref<T>(w.grad.data(), w.shape), db);
       c.times->add(op_.timings());
       return;
     }
-    op_.backward(x, dy, cref(w), dx, ops::tensor_ref<T>{}, nullptr); // dx only
+    run(ops::tensor_ref<T>{}, nullptr); // dx only
     c.times->add(op_.timings());
     double const t0 = now();
     std::size_t const nb = lp_.bias >= 0 ? ps_.params[lp_.bias].value.size() : 0;
@@ -123,6 +138,7 @@ private:
   ops::conv_params params_;
   ops::dist_conv<T> op_;
   std::vector<double> sums_, x64_, dy64_; // exact_grads: partial sums, double copies
+  bool relu_ = false;                     // a ReLU after this layer runs in its passes
 };
 
 template <class T> class pool_layer final : public layer<T> {
@@ -229,11 +245,13 @@ private:
 };
 
 // LRN across channels. The strategies never split the channels, so the operator exchanges
-// nothing and the layer keeps its input's layout.
+// nothing and the layer keeps its input's layout. Deterministic runs use halox's own kernels:
+// oneDNN picks its LRN implementation by block shape, so ranks with blocks of other sizes would
+// round differently from one rank.
 template <class T> class lrn_layer final : public layer<T> {
 public:
-  lrn_layer(layer_spec const& s, tensor_desc const& x)
-      : op_(x, {s.lrn_size, s.lrn_alpha, s.lrn_beta, s.lrn_k}, op_options()) {}
+  lrn_layer(layer_spec const& s, tensor_desc const& x, bool deterministic)
+      : op_(x, {s.lrn_size, s.lrn_alpha, s.lrn_beta, s.lrn_k}, options(deterministic)) {}
   tensor_desc const& in_desc() const override { return op_.input_desc(); }
   tensor_desc const& out_desc() const override { return op_.output_desc(); }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
@@ -248,6 +266,11 @@ public:
   }
 
 private:
+  static ops::dist_options options(bool deterministic) {
+    ops::dist_options o = op_options();
+    if (deterministic) o.provider = ops::compute_provider::reference;
+    return o;
+  }
   ops::dist_lrn<T> op_;
 };
 
@@ -458,12 +481,13 @@ private:
 template <class T> std::unique_ptr<layer<T>> make_layer(layer_spec const& s, int index,
                                                         tensor_desc const& x, param_store<T>& store,
                                                         layer_params const& lp, grid_cache& grids,
-                                                        skip_source<T> const& skip) {
+                                                        skip_source<T> const& skip,
+                                                        build_options const& bo) {
   if (s.kind == "conv") return std::make_unique<conv_layer<T>>(s, x, store, lp);
   if (s.kind == "maxpool" || s.kind == "avgpool") return std::make_unique<pool_layer<T>>(s, x);
   if (s.kind == "bn") return std::make_unique<bn_layer<T>>(s, x, store, lp);
   if (s.kind == "relu") return std::make_unique<relu_layer<T>>(x);
-  if (s.kind == "lrn") return std::make_unique<lrn_layer<T>>(s, x);
+  if (s.kind == "lrn") return std::make_unique<lrn_layer<T>>(s, x, bo.deterministic);
   if (s.kind == "dropout") return std::make_unique<dropout_layer<T>>(s, index, x);
   if (s.kind == "add") return std::make_unique<add_layer<T>>(x, skip);
   if (s.kind == "flatten") return std::make_unique<flatten_layer<T>>(x, grids);
@@ -473,9 +497,11 @@ template <class T> std::unique_ptr<layer<T>> make_layer(layer_spec const& s, int
 
 template std::unique_ptr<layer<float>> make_layer(layer_spec const&, int, tensor_desc const&,
                                                   param_store<float>&, layer_params const&,
-                                                  grid_cache&, skip_source<float> const&);
+                                                  grid_cache&, skip_source<float> const&,
+                                                  build_options const&);
 template std::unique_ptr<layer<double>> make_layer(layer_spec const&, int, tensor_desc const&,
                                                    param_store<double>&, layer_params const&,
-                                                   grid_cache&, skip_source<double> const&);
+                                                   grid_cache&, skip_source<double> const&,
+                                                   build_options const&);
 
 } // namespace trainer

@@ -87,10 +87,19 @@ template <class T> struct skip_source {
   std::vector<T>* grad = nullptr;           ///< its extra gradient (accumulated in backward)
 };
 
+/// How layers are built, beyond the model file.
+struct build_options {
+  /// Kernels whose results do not depend on how the blocks are split (`--deterministic`): the
+  /// LRN layer then runs halox's own kernels on every rank, where oneDNN would choose its
+  /// implementation by block shape.
+  bool deterministic = false;
+};
+
 /// Builds the layer `spec` (number `index` in the model) whose input has the blocks of `x`.
 template <class T>
 std::unique_ptr<layer<T>> make_layer(layer_spec const& spec, int index, halox::tensor_desc const& x,
                                      param_store<T>& store, layer_params const& lp,
-                                     grid_cache& grids, skip_source<T> const& skip);
+                                     grid_cache& grids, skip_source<T> const& skip,
+                                     build_options const& bo);
 
 } // namespace trainer

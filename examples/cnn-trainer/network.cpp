@@ -107,8 +107,9 @@ std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, p
   return out;
 }
 
-template <class T> network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
-                                       std::vector<layer_params> const& lp, grid_cache& grids)
+template <class T>
+network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
+                    std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo)
     : batch_(batch) {
   int nprocs = 0;
   MPI_Comm_size(grids.comm(), &nprocs);
@@ -161,7 +162,7 @@ template <class T> network<T>::network(model_spec const& m, index_t batch, param
           chained ? (k + 1 < i ? &layers_[k + 1]->in_desc() : &in) : &layers_[k]->out_desc();
       skip = {skip_desc_[k], chained ? &x_[k + 1] : &y_[k], &skip_grad_[k]};
     }
-    layers_.push_back(make_layer<T>(l, static_cast<int>(i), in, ps, lp[i], grids, skip));
+    layers_.push_back(make_layer<T>(l, static_cast<int>(i), in, ps, lp[i], grids, skip, bo));
     layer<T>& ly = *layers_.back();
     if (prev) {
       moves_[i] = std::make_unique<transfer<T>>(*prev, ly.in_desc());
@@ -192,7 +193,8 @@ template <class T> void network<T>::plan_buffers() {
     // its own output, which this layer would overwrite.
     in_place_[i] = (k == "relu" || k == "dropout" || k == "add") && local_[i] && local_[i + 1] &&
                    !is_skip_source_[i - 1] && !(in_place_[i - 1] && kinds_[i - 1] == "relu");
-    if (in_place_[i] && k == "relu" && kinds_[i - 1] == "bn" && layers_[i - 1]->fuse_relu())
+    if (in_place_[i] && k == "relu" && (kinds_[i - 1] == "bn" || kinds_[i - 1] == "conv") &&
+        layers_[i - 1]->fuse_relu())
       fused_away_[i] = true;
   }
   in_.assign(L, {});

@@ -29,7 +29,7 @@ template <class T> class network {
 public:
   /// Collective over `grids.comm()`.
   network(model_spec const& m, halox::index_t batch, param_store<T>& ps,
-          std::vector<layer_params> const& lp, grid_cache& grids);
+          std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo = {});
   /// Layout of the input batch (its owned block is what this rank's data loader fills).
   [[nodiscard]] halox::tensor_desc const& input_desc() const { return layers_[0]->in_desc(); }
   /// The input buffer (laid out as `input_desc()`).

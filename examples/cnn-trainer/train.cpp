@@ -38,11 +38,11 @@ template <class T> MPI_Datatype mpi_type() { return sizeof(T) == 4 ? MPI_FLOAT :
 template <class T> class network_cache {
 public:
   network_cache(model_spec const& m, param_store<T>& ps, std::vector<layer_params> const& lp,
-                grid_cache& g)
-      : m_(m), ps_(ps), lp_(lp), g_(g) {}
+                grid_cache& g, build_options const& bo)
+      : m_(m), ps_(ps), lp_(lp), g_(g), bo_(bo) {}
   network<T>& get(index_t n) {
     auto& p = nets_[n];
-    if (!p) p = std::make_unique<network<T>>(m_, n, ps_, lp_, g_);
+    if (!p) p = std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_);
     return *p;
   }
 
@@ -51,6 +51,7 @@ private:
   param_store<T>& ps_;
   std::vector<layer_params> const& lp_;
   grid_cache& g_;
+  build_options bo_;
   std::map<index_t, std::unique_ptr<network<T>>> nets_;
 };
 
@@ -109,7 +110,9 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   if (!o.resume.empty()) pos = load_checkpoint(o.resume, family(m.name), ps, world);
 
   grid_cache grids(world);
-  network_cache<T> nets(m, ps, lp, grids);
+  build_options bo;
+  bo.deterministic = o.deterministic;
+  network_cache<T> nets(m, ps, lp, grids, bo);
   MPI_Comm grad_comm = MPI_COMM_NULL; // the trainer's own, for the gradient all-reduces
   MPI_Comm_dup(world, &grad_comm);
   sgd const opt{o.lr, o.momentum, o.weight_decay};

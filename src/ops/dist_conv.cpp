@@ -90,6 +90,32 @@ void check_weights(std::vector<index_t> const& expected, std::vector<index_t> co
 
 template <class T> void dist_conv<T>::forward(tensor_view const& x, const_tensor_ref<T> w,
                                               T const* bias, tensor_view const& y) {
+  run_forward(x, std::move(w), bias, y, false);
+}
+
+template <class T> void dist_conv<T>::forward_relu(tensor_view const& x, const_tensor_ref<T> w,
+                                                   T const* bias, tensor_view const& y) {
+  run_forward(x, std::move(w), bias, y, true);
+}
+
+template <class T> void dist_conv<T>::backward_relu(tensor_view const& x, tensor_view const& y,
+                                                    tensor_view const& dy, const_tensor_ref<T> w,
+                                                    tensor_view const& dx, tensor_ref<T> dw,
+                                                    T* db) {
+  auto& L = impl_->layer;
+  double const t0 = MPI_Wtime();
+  detail::check_partition(y, *L.out, "dist_conv::backward_relu: y");
+  detail::check_layout(dy, *L.out, "dist_conv::backward_relu: dy");
+  if (!L.out->empty())
+    impl_->k.relu_backward(owned_ref<T const>(y), owned_ref<T const>(dy), owned_ref<T>(dy));
+  double const mask = MPI_Wtime() - t0;
+  backward(x, dy, std::move(w), dx, std::move(dw), db);
+  impl_->t.total += mask;
+  impl_->t.compute += mask;
+}
+
+template <class T> void dist_conv<T>::run_forward(tensor_view const& x, const_tensor_ref<T> w,
+                                                  T const* bias, tensor_view const& y, bool relu) {
   auto& L = impl_->layer;
   dist_timings& t = impl_->t;
   t = {};
@@ -103,7 +129,10 @@ template <class T> void dist_conv<T>::forward(tensor_view const& x, const_tensor
       L.opt, L.fwd_polls, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
       L.fwd_interior, L.fwd_boundary, L.out_own,
       [&](box const& b, bool) {
-        impl_->k.conv_forward_box(xb, L.in_ext, w, bias, yb, b, impl_->p);
+        if (relu)
+          impl_->k.conv_forward_relu_box(xb, L.in_ext, w, bias, yb, b, impl_->p);
+        else
+          impl_->k.conv_forward_box(xb, L.in_ext, w, bias, yb, b, impl_->p);
       },
       t);
   t.total = MPI_Wtime() - t0;

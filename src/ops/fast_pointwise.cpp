@@ -126,27 +126,27 @@ template <class T> bn_stats fast_bn_partial_stats(const_tensor_ref<T> x) {
   s.mean.assign(static_cast<std::size_t>(g.c), 0.0);
   s.m2.assign(static_cast<std::size_t>(g.c), 0.0);
   if (s.count == 0) return s;
-  double const plane = static_cast<double>(g.inner);
+  double const count = static_cast<double>(s.count);
 #pragma omp parallel for schedule(static) if (parallel(g))
   for (index_t c = 0; c < g.c; ++c) {
-    double count = 0, mean = 0, m2 = 0;
+    // Two passes over the channel, as the reference: the mean of the block, then the squared
+    // deviations from it. Sums of float values in double are nearly exact, so the moments
+    // hardly depend on how the tensor is split (the deterministic trainer relies on this).
+    double sum = 0;
     for (index_t n = 0; n < g.n; ++n) {
       T const* base = x.data + n * g.sn + c * g.sc;
-      double sum = 0;
       for_each_run(
           g.rest, g.rest_strides, g.rest_strides, g.rest_strides,
           [&](index_t o, index_t, index_t, index_t len) { sum += sum_run(base + o, len); });
-      double const pm = sum / plane;
-      double q = 0;
+    }
+    double const mean = sum / count;
+    double m2 = 0;
+    for (index_t n = 0; n < g.n; ++n) {
+      T const* base = x.data + n * g.sn + c * g.sc;
       for_each_run(g.rest, g.rest_strides, g.rest_strides, g.rest_strides,
                    [&](index_t o, index_t, index_t, index_t len) {
-                     q += squared_deviation_run(base + o, len, pm);
+                     m2 += squared_deviation_run(base + o, len, mean);
                    });
-      // Chan's merge of (count, mean, m2) with the plane's (plane, pm, q).
-      double const total = count + plane, delta = pm - mean;
-      mean += delta * (plane / total);
-      m2 += q + delta * delta * (count * plane / total);
-      count = total;
     }
     s.mean[static_cast<std::size_t>(c)] = mean;
     s.m2[static_cast<std::size_t>(c)] = m2;

@@ -5,8 +5,8 @@
 // The fast host providers (oneDNN) use them; the reference provider keeps the plain loops as
 // the oracle. Per element, the forward and backward-data formulas are those of the reference
 // (same double arithmetic, so ReLU, bn_apply and bn_backward_apply give bitwise the reference's
-// results); the sums of the statistics are formed in another order (per plane, then merged),
-// which changes only their rounding.
+// results); the sums of the statistics and gradient sums are formed in another order (SIMD
+// lanes), which changes only their rounding.
 
 #include <halox/ops/batch_norm.hpp>
 #include <halox/ops/tensor_ref.hpp>
@@ -18,8 +18,7 @@ template <class T> void fast_relu_forward(const_tensor_ref<T> x, tensor_ref<T> y
 /// As `relu_backward`; `dx` may be `dy`.
 template <class T>
 void fast_relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx);
-/// As `bn_partial_stats`: per (sample, channel) plane the mean and M2 by two passes over the
-/// plane (in cache), merged over the samples with Chan's formula.
+/// As `bn_partial_stats`: per channel the mean, then the sum of squared deviations from it.
 template <class T> [[nodiscard]] bn_stats fast_bn_partial_stats(const_tensor_ref<T> x);
 /// As `bn_apply`; with `relu`, y = max(bn(x), 0) in the same pass.
 template <class T> void fast_bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,

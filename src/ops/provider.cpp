@@ -155,6 +155,14 @@ void local_kernels<T>::conv_forward_box(const_block_ref<T> x, std::vector<index_
   impl_->conv_forward(std::move(x), in_extent, std::move(w), bias, std::move(y), out_box, p);
 }
 template <class T>
+void local_kernels<T>::conv_forward_relu_box(const_block_ref<T> x,
+                                             std::vector<index_t> const& in_extent,
+                                             const_tensor_ref<T> w, T const* bias, block_ref<T> y,
+                                             box const& out_box, conv_params const& p) {
+  thread_scope s(threads_);
+  impl_->conv_forward_relu(std::move(x), in_extent, std::move(w), bias, std::move(y), out_box, p);
+}
+template <class T>
 void local_kernels<T>::conv_backward_data_box(const_block_ref<T> dy,
                                               std::vector<index_t> const& in_extent,
                                               const_tensor_ref<T> w, block_ref<T> dx,

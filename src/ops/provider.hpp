@@ -47,6 +47,24 @@ public:
   virtual void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
                                  T const* gamma, bn_grad_sums const& total, bool training,
                                  tensor_ref<T> dx) = 0;
+  /// conv_forward followed by ReLU on the box of y it wrote. This default runs the two passes;
+  /// oneDNN applies the ReLU inside the convolution (a post-op).
+  virtual void conv_forward_relu(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                                 const_tensor_ref<T> w, T const* bias, block_ref<T> y,
+                                 box const& out_box, conv_params const& p) {
+    conv_forward(x, in_extent, w, bias, y, out_box, p);
+    box b; // out_box in y's own index coordinates, all batch and channel positions
+    b.nd = y.ref.rank();
+    b.hi[0] = y.ref.shape[0];
+    b.hi[1] = y.ref.shape[1];
+    for (int d = 2; d < b.nd; ++d) {
+      index_t const o = y.origin.empty() ? 0 : y.origin[static_cast<std::size_t>(d - 2)];
+      b.lo[d] = out_box.lo[d - 2] - o;
+      b.hi[d] = out_box.hi[d - 2] - o;
+    }
+    tensor_ref<T> const v = sub_box(y.ref, b);
+    relu_forward(v, v);
+  }
   /// bn_apply followed by ReLU on y. This default runs the two passes; fast providers fuse them.
   virtual void bn_apply_relu(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,
                              T const* beta, tensor_ref<T> y) {

@@ -640,6 +640,51 @@ template <class T> void check_bn_relu(shape_t const& shape, std::vector<int> con
   if (!xd.empty()) EXPECT_GT(zeros, 0u);
 }
 
+// Convolution + ReLU as one layer (forward_relu / backward_relu) against the convolution, then
+// ReLU, then their backward passes: bitwise, for oneDNN's post-op (float, when built) and the
+// two-pass default (double).
+template <class T> void check_conv_relu(shape_t const& xs, std::vector<int> const& dims) {
+  process_grid grid(MPI_COMM_WORLD, dims);
+  tensor_desc const xd(grid, xs, halox::dtype_of<T>());
+  shape_t ws{4, xs[1]};
+  for (std::size_t d = 2; d < xs.size(); ++d) ws.push_back(3);
+  ops::conv_params const cp{{}, {1}, {1}, {}};
+  ops::dist_conv<T> a(xd, ws, cp), b(xd, ws, cp);
+  tensor_desc const& in = a.input_desc();
+  tensor_desc const& out = a.output_desc();
+  auto const x = random_tensor<T>(xs, 81), w = random_tensor<T>(ws, 82),
+             bias = random_tensor<T>({ws[0]}, 83);
+  shape_t const ys = ops::conv_output_shape(xs, ws, cp);
+  auto const dy = random_tensor<T>(ys, 84);
+  auto xl = scatter(in, x);
+  std::vector<T> ya(static_cast<std::size_t>(out.local_elements()), T(-9)), yb(ya);
+  a.forward(tensor_view(in, xl), {w.data(), ws}, bias.data(), tensor_view(out, ya));
+  ops::dist_relu<T>(out).forward(tensor_view(out, ya), tensor_view(out, ya));
+  b.forward_relu(tensor_view(in, xl), {w.data(), ws}, bias.data(), tensor_view(out, yb));
+  for (std::size_t i = 0; i < ya.size(); ++i)
+    ASSERT_EQ(ya[i], yb[i]) << "forward_relu differs from forward + relu at " << i;
+  auto dya = scatter(out, dy), dyb = dya;
+  std::vector<T> dxa(xl.size(), T(0)), dxb(dxa), dwa(w.size()), dwb(w.size()), dba(ws[0]),
+      dbb(ws[0]);
+  ops::dist_relu<T>(out).backward(tensor_view(out, ya), tensor_view(out, dya),
+                                  tensor_view(out, dya));
+  a.backward(tensor_view(in, xl), tensor_view(out, dya), {w.data(), ws}, tensor_view(in, dxa),
+             {dwa.data(), ws}, dba.data());
+  b.backward_relu(tensor_view(in, xl), tensor_view(out, yb), tensor_view(out, dyb), {w.data(), ws},
+                  tensor_view(in, dxb), {dwb.data(), ws}, dbb.data());
+  EXPECT_EQ(dya, dyb);
+  EXPECT_EQ(dxa, dxb);
+  EXPECT_EQ(dwa, dwb);
+  EXPECT_EQ(dba, dbb);
+}
+
+TEST(DistOps, ConvWithFusedRelu) {
+  int const p = world_size();
+  rng r(11);
+  check_conv_relu<float>({2, 3, 9, 7}, random_dims(r, p, 4));
+  check_conv_relu<double>({2, 2, 5, 6, 4}, random_dims(r, p, 5));
+}
+
 TEST(DistOps, BatchNormWithFusedRelu) {
   int const p = world_size();
   rng r(10);

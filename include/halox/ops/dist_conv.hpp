@@ -71,6 +71,17 @@ public:
   void backward(tensor_view const& x, tensor_view const& dy, const_tensor_ref<T> w,
                 tensor_view const& dx, tensor_ref<T> dw, T* db);
 
+  /// Convolution followed by ReLU as one layer: y = max(conv(x, w) + bias, 0), written in one
+  /// pass by providers that fuse the two (oneDNN's ReLU post-op); arguments as `forward`.
+  void forward_relu(tensor_view const& x, const_tensor_ref<T> w, T const* bias,
+                    tensor_view const& y);
+  /// The backward of `forward_relu`: `y` is its output (the blocks of `output_desc()`) and `dy`
+  /// the gradient of y, laid out as `output_desc()`. `dy` is overwritten with the gradient of
+  /// the convolution's output (dy where y > 0, else 0), then the gradients follow as in
+  /// `backward`.
+  void backward_relu(tensor_view const& x, tensor_view const& y, tensor_view const& dy,
+                     const_tensor_ref<T> w, tensor_view const& dx, tensor_ref<T> dw, T* db);
+
   /// Times of the last `forward` or `backward` on this rank.
   [[nodiscard]] dist_timings const& timings() const noexcept;
   /// Bytes this rank sends per forward plus backward call (input halos and dy gather).
@@ -79,6 +90,8 @@ public:
   [[nodiscard]] std::string describe() const;
 
 private:
+  void run_forward(tensor_view const& x, const_tensor_ref<T> w, T const* bias, tensor_view const& y,
+                   bool relu);
   struct impl;
   std::unique_ptr<impl> impl_;
 };

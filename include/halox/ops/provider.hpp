@@ -78,6 +78,11 @@ public:
   void conv_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
                         const_tensor_ref<T> w, T const* bias, block_ref<T> y, box const& out_box,
                         conv_params const& p);
+  /// As `conv_forward_box` followed by `relu_forward` on the box it wrote (one pass where the
+  /// provider fuses them: oneDNN's ReLU post-op).
+  void conv_forward_relu_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+                             const_tensor_ref<T> w, T const* bias, block_ref<T> y,
+                             box const& out_box, conv_params const& p);
   /// As `conv_backward_data_box`.
   void conv_backward_data_box(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
                               const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,

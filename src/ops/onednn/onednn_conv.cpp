@@ -60,7 +60,7 @@ std::string key_of(conv_job const& j) {
   os << name_of(j.kind) << ",src=" << dims_str(j.src) << ",wei=" << dims_str(j.wei)
      << ",dst=" << dims_str(j.dst) << ",s=" << dims_str(j.stride) << ",d=" << dims_str(j.dil)
      << ",pl=" << dims_str(j.pl) << ",pr=" << dims_str(j.pr) << ",bias=" << j.bias
-     << ",xs=" << strides_str(j.usr_src) << ",ws=" << strides_str(j.usr_wei)
+     << ",relu=" << j.relu << ",xs=" << strides_str(j.usr_src) << ",ws=" << strides_str(j.usr_wei)
      << ",ys=" << strides_str(j.usr_dst) << ",yd=" << dims_str(j.usr_dst.dims())
      << ",t=" << omp_threads();
   return os.str();
@@ -94,7 +94,13 @@ struct conv_engine::exec {
                                         dst_md, j.stride, j.dil, j.pl, j.pr)
             : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
                                         src_md, wany, dst_md, j.stride, j.dil, j.pl, j.pr);
-    convolution_forward::primitive_desc fwd_pd(fwd_desc, c.eng);
+    primitive_attr attr;
+    if (j.kind == conv_kind::forward && j.relu) { // y = max(conv + bias, 0) in one pass
+      post_ops po;
+      po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    convolution_forward::primitive_desc fwd_pd(fwd_desc, attr, c.eng);
     memory::desc isrc, iwei, idst;
     if (j.kind == conv_kind::forward) {
       prim = convolution_forward(fwd_pd);

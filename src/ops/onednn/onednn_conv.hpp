@@ -24,6 +24,7 @@ struct conv_job {
   memory::dims src, wei, dst;             ///< problem dims (src = x / dx, dst = y / dy)
   memory::dims stride, dil, pl, pr;       ///< oneDNN conventions (dilation - 1)
   bool bias = false;                      ///< forward with bias
+  bool relu = false;                      ///< forward followed by ReLU (a post-op)
   memory::desc usr_src, usr_wei, usr_dst; ///< caller views (usr_dst may be smaller: see ext)
   memory::dims dst_offset;                ///< where usr_dst sits in dst (zero extension), or empty
   void* src_ptr = nullptr;                ///< x / dx

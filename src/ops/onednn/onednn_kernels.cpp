@@ -61,6 +61,16 @@ public:
   void conv_forward(const_block_ref<float> x, std::vector<index_t> const& in_extent,
                     const_tensor_ref<float> w, float const* bias, block_ref<float> y,
                     box const& out_box, conv_params const& p) override {
+    forward(x, in_extent, w, bias, y, out_box, p, false);
+  }
+  void conv_forward_relu(const_block_ref<float> x, std::vector<index_t> const& in_extent,
+                         const_tensor_ref<float> w, float const* bias, block_ref<float> y,
+                         box const& out_box, conv_params const& p) override {
+    forward(x, in_extent, w, bias, y, out_box, p, true);
+  }
+  void forward(const_block_ref<float> const& x, std::vector<index_t> const& in_extent,
+               const_tensor_ref<float> const& w, float const* bias, block_ref<float> const& y,
+               box const& out_box, conv_params const& p, bool relu) {
     char const* op = "conv_forward_box (onednn)";
     int const nsp = spatial_dims(op, "x", x.ref.rank());
     block3<float const> xb = to_block3(op, "x", x, nsp);
@@ -78,11 +88,15 @@ public:
     conv_job j;
     index_t src_lo[s3];
     if (cp.cin == 0 || !source_region(cp.w, ob, nsp, j, src_lo)) { // windows read padding only
-      ref_->conv_forward(x, in_extent, w, bias, y, out_box, p);
+      if (relu)
+        ref_->conv_forward_relu(x, in_extent, w, bias, y, out_box, p);
+      else
+        ref_->conv_forward(x, in_extent, w, bias, y, out_box, p);
       return;
     }
     j.kind = conv_kind::forward;
     j.bias = bias != nullptr;
+    j.relu = relu;
     finish_job(j, cp, xb, src_lo, w);
     std::vector<index_t> oext;
     for (int i = 0; i < nsp; ++i) oext.push_back(ob.extent(d3(nsp, i)));
