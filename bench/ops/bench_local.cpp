@@ -32,6 +32,14 @@ namespace {
 namespace ops = halox::ops;
 using halox::index_t;
 
+// The entries of `all` whose name starts with `which` (all of them for "all").
+template <class L> std::vector<L> named(std::vector<L> const& all, std::string const& which) {
+  std::vector<L> r;
+  for (auto const& l : all)
+    if (which == "all" || std::string(l.name).rfind(which, 0) == 0) r.push_back(l);
+  return r;
+}
+
 struct layer {
   char const* name;
   std::vector<index_t> x, w;
@@ -54,10 +62,7 @@ std::vector<layer> layers(std::string const& which) {
       {"3d_3x3x3_128-128_8x14x14", {2, 128, 8, 14, 14}, {128, 128, 3, 3, 3}, 1, 1},
       {"3d_1x1x1_64-256_8x28x28", {2, 64, 8, 28, 28}, {256, 64, 1, 1, 1}, 1, 0},
   };
-  std::vector<layer> r;
-  for (auto const& l : all)
-    if (which == "all" || std::string(l.name).rfind(which, 0) == 0) r.push_back(l);
-  return r;
+  return named(all, which);
 }
 
 struct lrn_layer {
@@ -73,10 +78,7 @@ std::vector<lrn_layer> lrn_layers(std::string const& which) {
       {"lrn2d_5_256_27", {4, 256, 27, 27}, 5},
       {"lrn3d_5_64_16x28x28", {2, 64, 16, 28, 28}, 5},
   };
-  std::vector<lrn_layer> r;
-  for (auto const& l : all)
-    if (which == "all" || std::string(l.name).rfind(which, 0) == 0) r.push_back(l);
-  return r;
+  return named(all, which);
 }
 
 // Memory-bound layers at ResNet shapes (batch 4 in 2-D, 2 in 3-D).
@@ -97,10 +99,7 @@ std::vector<pointwise_layer> pointwise_layers(std::string const& which) {
       {"avgpool2d_3s2_64_56", "avgpool", {4, 64, 56, 56}},
       {"maxpool3d_3s2_64_16x28x28", "maxpool", {2, 64, 16, 28, 28}},
   };
-  std::vector<pointwise_layer> r;
-  for (auto const& l : all)
-    if (which == "all" || std::string(l.name).rfind(which, 0) == 0) r.push_back(l);
-  return r;
+  return named(all, which);
 }
 
 std::vector<float> random_vec(index_t n, unsigned seed) {

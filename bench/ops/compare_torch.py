@@ -74,37 +74,6 @@ def torch_times(name, batch, iters, warmup):
     return statistics.median(fwd), statistics.median(tot)
 
 
-def parse_lrn(name):
-    # e.g. lrn2d_5_96_55 -> dims 2, size 5, channels 96, extent [55, 55]
-    head, size, c, ext = name.split("_")
-    nsp = int(head[3])
-    ext = [int(v) for v in ext.split("x")]
-    return nsp, int(size), int(c), ext * nsp if len(ext) == 1 else ext
-
-
-def torch_lrn_times(name, batch, iters, warmup):
-    """AlexNet's parameters, as halox-bench-local: alpha 1e-4, beta 0.75, k 2."""
-    import torch
-    import torch.nn.functional as F
-
-    nsp, size, c, ext = parse_lrn(name)
-    g = torch.Generator().manual_seed(0)
-    x = (torch.rand([batch, c] + ext, generator=g) * 2 - 1).requires_grad_(True)
-    dy = torch.rand(x.shape, generator=g) * 2 - 1
-    fwd, tot = [], []
-    for it in range(warmup + iters):
-        x.grad = None
-        t0 = time.perf_counter()
-        y = F.local_response_norm(x, size, alpha=1e-4, beta=0.75, k=2.0)
-        t1 = time.perf_counter()
-        y.backward(dy)
-        t2 = time.perf_counter()
-        if it >= warmup:
-            fwd.append((t1 - t0) * 1e3)
-            tot.append((t2 - t0) * 1e3)
-    return statistics.median(fwd), statistics.median(tot)
-
-
 KINDS = ("lrn", "bn", "relu", "maxpool", "avgpool")
 
 
@@ -127,9 +96,8 @@ def parse_layer(name):
 
 def torch_layer_times(name, batch, iters, warmup):
     """BN (training mode, with affine parameters), ReLU, 3-wide stride-2 pooling with padding 1,
-    or LRN, as halox-bench-local runs them."""
-    if name.startswith("lrn"):
-        return torch_lrn_times(name, batch, iters, warmup)
+    or LRN (AlexNet's alpha 1e-4, beta 0.75, k 2; window size from the name), as
+    halox-bench-local runs them."""
     import torch
     import torch.nn.functional as F
 
@@ -143,6 +111,8 @@ def torch_layer_times(name, batch, iters, warmup):
     avgp = F.avg_pool2d if nsp == 2 else F.avg_pool3d
 
     def run():
+        if kind == "lrn":
+            return F.local_response_norm(x, int(win), alpha=1e-4, beta=0.75, k=2.0)
         if kind == "bn":
             return F.batch_norm(x, rm, rv, gamma, beta, training=True, momentum=0.1, eps=1e-5)
         if kind == "relu":

@@ -9,6 +9,8 @@
 #include <halox/ops/dist_lrn.hpp>
 #include <halox/ops/lrn.hpp>
 
+#include "support/dist_ops_helpers.hpp"
+
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -27,70 +29,15 @@ using halox::index_t;
 using halox::process_grid;
 using halox::tensor_desc;
 using halox::tensor_view;
-using shape_t = std::vector<index_t>;
+using halox::test::expect_owned;
+using halox::test::random_tensor;
+using halox::test::scatter;
+using halox::test::shape_t;
 
 int world_size() {
   int s = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &s);
   return s;
-}
-
-template <class T> std::vector<T> random_tensor(shape_t const& s, std::uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<double> u(-3, 3);
-  std::vector<T> v(static_cast<std::size_t>(ops::element_count(s)));
-  for (auto& x : v) x = static_cast<T>(u(g));
-  return v;
-}
-
-// f(global row-major offset, local offset) for every owned cell of `d`.
-template <class F> void for_each_owned(tensor_desc const& d, F&& f) {
-  box const own = d.owned_box();
-  if (own.empty()) return;
-  auto const off = d.owned_offset();
-  int const nd = d.ndim();
-  shape_t i(own.lo, own.lo + nd);
-  while (true) {
-    index_t g = 0, l = 0;
-    for (int k = 0; k < nd; ++k) {
-      g = g * d.shape()[k] + i[k];
-      l += (i[k] - own.lo[k] + off[k]) * d.strides()[k];
-    }
-    f(g, l);
-    int k = nd - 1;
-    for (; k >= 0; --k) {
-      if (++i[k] < own.hi[k]) break;
-      i[k] = own.lo[k];
-    }
-    if (k < 0) return;
-  }
-}
-
-template <class T> std::vector<T> scatter(tensor_desc const& d, std::vector<T> const& global) {
-  std::vector<T> v(static_cast<std::size_t>(d.local_elements()),
-                   std::numeric_limits<T>::quiet_NaN());
-  for_each_owned(d, [&](index_t g, index_t l) { v[l] = global[g]; });
-  return v;
-}
-
-// tol 0: bitwise.
-template <class T> void expect_owned(tensor_desc const& d, std::vector<T> const& local,
-                                     std::vector<T> const& global, double tol,
-                                     std::string const& what) {
-  index_t bad = 0;
-  std::string first;
-  for_each_owned(d, [&](index_t g, index_t l) {
-    bool const ok = tol == 0 ? local[l] == global[g]
-                             : std::abs(double(local[l]) - double(global[g])) <=
-                                   tol * std::max(1.0, std::abs(double(global[g])));
-    if (!ok && bad++ == 0) {
-      std::ostringstream os;
-      os.precision(17);
-      os << "at " << g << " got " << local[l] << " want " << global[g];
-      first = os.str();
-    }
-  });
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " mismatches, first " << first;
 }
 
 template <class T> void check(shape_t const& shape, std::vector<int> const& dims,
@@ -103,7 +50,7 @@ template <class T> void check(shape_t const& shape, std::vector<int> const& dims
        << o.overlap;
   process_grid grid(MPI_COMM_WORLD, dims);
   tensor_desc const xd(grid, shape, halox::dtype_of<T>());
-  auto const x = random_tensor<T>(shape, 5), dy = random_tensor<T>(shape, 6);
+  auto const x = random_tensor<T>(shape, 5, -3, 3), dy = random_tensor<T>(shape, 6, -3, 3);
   std::vector<T> y_ref(x.size()), dx_ref(x.size());
   ops::lrn_forward<T>({x.data(), shape}, {y_ref.data(), shape}, p);
   ops::lrn_backward<T>({x.data(), shape}, {dy.data(), shape}, {dx_ref.data(), shape}, p);
