@@ -50,10 +50,6 @@ void for_each_element(std::vector<index_t> const& shape, std::vector<index_t> co
   }
 }
 
-} // namespace halox::ops::detail
-
-namespace halox::ops::detail {
-
 /// Calls `f(oa, ob, oc, n)` for each run of `n` consecutive elements of `shape` that are
 /// contiguous (unit stride) in all three layouts, with the offsets of the run's first element;
 /// every element is visited once, in row-major order. Dimensions of extent 1 are dropped and

@@ -74,6 +74,15 @@ std::vector<index_t> conv_shape(char const* op, std::vector<index_t> const& x_sh
 /// Output shape of pooling, checking ranks and parameters.
 std::vector<index_t> pool_shape(char const* op, std::vector<index_t> const& x_shape,
                                 pool_params const& p);
+/// Throws unless tensors `a` and `b` of operation `op` have the same shape.
+void require_same(char const* op, char const* a, std::vector<index_t> const& sa, char const* b,
+                  std::vector<index_t> const& sb);
+/// Throws unless views `a` and `b` of operation `op` have the same shape.
+template <class A, class B> void require_same(char const* op, char const* a,
+                                              tensor_ref<A> const& ta, char const* b,
+                                              tensor_ref<B> const& tb) {
+  require_same(op, a, ta.shape, b, tb.shape);
+}
 /// Throws unless `shape == expected`; `why` explains where the expectation comes from.
 void require_shape(char const* op, char const* name, std::vector<index_t> const& shape,
                    std::vector<index_t> const& expected, std::string const& why);

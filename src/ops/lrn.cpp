@@ -12,6 +12,8 @@
 #include <vector>
 
 namespace halox::ops {
+using detail::require_same;
+
 namespace {
 
 constexpr auto bad = errc::invalid_argument;
@@ -61,14 +63,6 @@ template <class A, class B> void require_same_but_channels(char const* op, char 
                     " has shape " + detail::fmt(tb.shape) +
                     "; they must be [N, C, ...] of the same rank (>= 2) and agree on every "
                     "dimension but the channels");
-}
-
-template <class A, class B> void require_same(char const* op, char const* a,
-                                              tensor_ref<A> const& ta, char const* b,
-                                              tensor_ref<B> const& tb) {
-  HALOX_REQUIRE(ta.shape == tb.shape, bad,
-                std::string(op) + ": " + a + " has shape " + detail::fmt(ta.shape) + " but " + b +
-                    " has shape " + detail::fmt(tb.shape) + "; they must match");
 }
 
 // Throws unless the channels [have_lo, have_hi) of `name` contain [need_lo, need_hi).

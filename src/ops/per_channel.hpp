@@ -36,12 +36,4 @@ template <class T> per_channel split(char const* op, char const* name, tensor_re
   return r;
 }
 
-/// Throws unless tensors `a` and `b` of operation `op` have the same shape.
-inline void require_same(char const* op, char const* a, std::vector<index_t> const& sa,
-                         char const* b, std::vector<index_t> const& sb) {
-  HALOX_REQUIRE(sa == sb, errc::invalid_argument,
-                std::string(op) + ": " + a + " has shape " + fmt(sa) + " but " + b + " has shape " +
-                    fmt(sb) + "; they must match");
-}
-
 } // namespace halox::ops::detail

@@ -7,16 +7,7 @@
 #include <string>
 
 namespace halox::ops {
-namespace {
-
-void require_same(char const* op, char const* a, std::vector<index_t> const& sa, char const* b,
-                  std::vector<index_t> const& sb) {
-  HALOX_REQUIRE(sa == sb, errc::invalid_argument,
-                std::string(op) + ": " + a + " has shape " + detail::fmt(sa) + " but " + b +
-                    " has shape " + detail::fmt(sb) + "; they must match");
-}
-
-} // namespace
+using detail::require_same;
 
 template <class T> void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) {
   char const* op = "relu_forward";

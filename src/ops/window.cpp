@@ -366,6 +366,13 @@ std::vector<index_t> pool_shape(char const* op, std::vector<index_t> const& x_sh
   return out;
 }
 
+void require_same(char const* op, char const* a, std::vector<index_t> const& sa, char const* b,
+                  std::vector<index_t> const& sb) {
+  HALOX_REQUIRE(sa == sb, bad,
+                std::string(op) + ": " + a + " has shape " + fmt(sa) + " but " + b + " has shape " +
+                    fmt(sb) + "; they must match");
+}
+
 void require_shape(char const* op, char const* name, std::vector<index_t> const& shape,
                    std::vector<index_t> const& expected, std::string const& why) {
   HALOX_REQUIRE(shape == expected, bad,

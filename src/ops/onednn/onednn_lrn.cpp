@@ -6,19 +6,10 @@
 namespace halox::ops::detail::onednn {
 namespace {
 
-constexpr auto bad = errc::invalid_argument;
-
 template <class V> memory::desc user_md(V const& v) {
   std::vector<index_t> ext(v.shape.begin() + 2, v.shape.end());
   std::vector<index_t> str(v.strides.begin() + 2, v.strides.end());
   return strided_md(v.shape[0], v.shape[1], ext, v.strides[0], v.strides[1], str);
-}
-
-template <class A, class B>
-void require_same(char const* op, char const* a, A const& ta, char const* b, B const& tb) {
-  HALOX_REQUIRE(ta.shape == tb.shape, bad,
-                std::string(op) + ": " + a + " has shape " + fmt(ta.shape) + " but " + b +
-                    " has shape " + fmt(tb.shape) + "; they must match");
 }
 
 } // namespace
