@@ -165,8 +165,8 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
     layers_.push_back(make_layer<T>(l, static_cast<int>(i), in, ps, lp[i], grids, skip, bo));
     layer<T>& ly = *layers_.back();
     if (prev) {
-      moves_[i] = std::make_unique<transfer<T>>(*prev, ly.in_desc());
-      local_[i] = moves_[i]->local();
+      local_[i] = same_blocks(*prev, ly.in_desc());
+      if (!local_[i]) moves_[i] = std::make_unique<transfer<T>>(*prev, ly.in_desc());
     }
     if (!l.label.empty()) label_index[l.label] = i;
     if (l.kind == "flatten") flat = true;
@@ -180,8 +180,9 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
 // Where consecutive layers share blocks, a layer writes its output straight into the next
 // layer's input buffer (in the next layer's layout, halos included) and the next layer writes
 // its dx straight into this layer's dy buffer: nothing is copied between them. Pointwise layers
-// (ReLU, dropout, residual add) run in place on the buffer they pass on, and a ReLU after a
-// batch norm runs inside it. Every buffer is allocated here, once per batch size.
+// (ReLU, dropout, residual add) run in place on the buffer they pass on, and a ReLU runs inside
+// a layer before it that can fuse it (batch norm, convolution). Every buffer is allocated here,
+// once per batch size.
 template <class T> void network<T>::plan_buffers() {
   std::size_t const L = layers_.size();
   in_place_.assign(L, false);
@@ -193,9 +194,7 @@ template <class T> void network<T>::plan_buffers() {
     // its own output, which this layer would overwrite.
     in_place_[i] = (k == "relu" || k == "dropout" || k == "add") && local_[i] && local_[i + 1] &&
                    !is_skip_source_[i - 1] && !(in_place_[i - 1] && kinds_[i - 1] == "relu");
-    if (in_place_[i] && k == "relu" && (kinds_[i - 1] == "bn" || kinds_[i - 1] == "conv") &&
-        layers_[i - 1]->fuse_relu())
-      fused_away_[i] = true;
+    if (in_place_[i] && k == "relu" && layers_[i - 1]->fuse_relu()) fused_away_[i] = true;
   }
   in_.assign(L, {});
   out_.assign(L, {});

@@ -63,7 +63,7 @@ private:
 
   halox::index_t batch_;
   std::vector<std::unique_ptr<layer<T>>> layers_;
-  std::vector<std::unique_ptr<transfer<T>>> moves_; // moves_[i]: layer i-1 -> layer i
+  std::vector<std::unique_ptr<transfer<T>>> moves_; // moves_[i]: layer i-1 -> layer i, if not local
   std::vector<bool> local_;      // layer i-1's output blocks are layer i's input blocks
   std::vector<bool> in_place_;   // layer i reads and writes one buffer (pointwise layers)
   std::vector<bool> fused_away_; // layer i (a ReLU) runs inside layer i-1

@@ -1,7 +1,7 @@
 #pragma once
-// Moving activations between two layouts of the same tensor: a local copy when every rank
-// owns the same block in both (the layouts differ only in halos), a halox redistribution,
-// planned once, when the strategies differ. Backward runs the same move in reverse.
+// Moving activations between two layouts of the same tensor whose blocks differ (another
+// strategy): a halox redistribution, planned once. Backward runs the same move in reverse.
+// Layouts with the same blocks need no move: the network chains their buffers instead.
 #include "tensor_util.hpp"
 
 #include <halox/redistribute.hpp>
@@ -11,10 +11,10 @@
 
 namespace trainer {
 
-/// A move from layout `src` to layout `dst` (same global shape and dtype).
+/// A move from layout `src` to layout `dst` (same global shape and dtype, other blocks).
 template <class T> class transfer {
 public:
-  /// Collective over the grids' communicator when the blocks differ (plans the redistribution).
+  /// Collective over the grids' communicator (plans the redistribution).
   transfer(halox::tensor_desc const& src, halox::tensor_desc const& dst);
   /// Owned cells of `src_buf` (laid out as src) -> owned cells of `dst_buf` (as dst).
   void forward(std::vector<T>& src_buf, std::vector<T>& dst_buf, phase_times& t);
@@ -22,12 +22,10 @@ public:
   /// to what `src_buf` holds instead of replacing it.
   void backward(std::vector<T>& dst_buf, std::vector<T>& src_buf, phase_times& t,
                 bool accumulate = false);
-  /// True when the move is a local copy.
-  [[nodiscard]] bool local() const noexcept { return plan_ == nullptr; }
 
 private:
   halox::tensor_desc src_, dst_;
-  std::unique_ptr<halox::redistribute_plan> plan_;
+  halox::redistribute_plan plan_;
   std::vector<T> scratch_; // the moved gradient before it is added (accumulate)
 };
 
