@@ -108,12 +108,8 @@ void dist_batch_norm<T>::backward_relu(tensor_view const& x, tensor_view const& 
                                        tensor_view const& dy, T const* gamma, tensor_view const& dx,
                                        T* dgamma, T* dbeta) {
   impl& I = *impl_;
-  double const t0 = MPI_Wtime();
-  detail::check_partition(y, I.desc, "dist_batch_norm::backward_relu: y");
-  detail::check_partition(dy, I.desc, "dist_batch_norm::backward_relu: dy");
-  if (!I.desc.empty())
-    I.k.relu_backward(owned_ref<T const>(y), owned_ref<T const>(dy), owned_ref<T>(dy));
-  double const mask = MPI_Wtime() - t0;
+  double const mask =
+      detail::mask_relu_gradient(I.k, I.desc, y, dy, "dist_batch_norm::backward_relu");
   backward(x, dy, gamma, dx, dgamma, dbeta);
   I.t.total += mask;
   I.t.compute += mask;

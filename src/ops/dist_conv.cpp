@@ -103,12 +103,9 @@ template <class T> void dist_conv<T>::backward_relu(tensor_view const& x, tensor
                                                     tensor_view const& dx, tensor_ref<T> dw,
                                                     T* db) {
   auto& L = impl_->layer;
-  double const t0 = MPI_Wtime();
-  detail::check_partition(y, *L.out, "dist_conv::backward_relu: y");
   detail::check_layout(dy, *L.out, "dist_conv::backward_relu: dy");
-  if (!L.out->empty())
-    impl_->k.relu_backward(owned_ref<T const>(y), owned_ref<T const>(dy), owned_ref<T>(dy));
-  double const mask = MPI_Wtime() - t0;
+  double const mask =
+      detail::mask_relu_gradient(impl_->k, *L.out, y, dy, "dist_conv::backward_relu");
   backward(x, dy, std::move(w), dx, std::move(dw), db);
   impl_->t.total += mask;
   impl_->t.compute += mask;

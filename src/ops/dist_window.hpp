@@ -9,6 +9,7 @@
 #include <halox/box_gather.hpp>
 #include <halox/halo.hpp>
 #include <halox/ops/dist_common.hpp>
+#include <halox/ops/provider.hpp>
 #include <halox/tensor_desc.hpp>
 
 #include <mpi.h>
@@ -93,6 +94,20 @@ template <class T> const_block_ref<T> workspace_block(T const* ws, box_gather_pl
 /// (rendezvous) message moves only while its receiver is inside an MPI call, so a rank busy in
 /// a kernel would otherwise leave it waiting until `wait()`. Probing changes no state.
 void poke_progress(MPI_Comm comm);
+
+/// The first step of the backward of a layer whose ReLU is fused into it: turns `dy`, the
+/// gradient of the ReLU's output `y`, into the gradient of the layer's own output (dy where
+/// y > 0, else 0) in place on the owned block. Both have the blocks of `d`; `op` names the call
+/// in errors. Returns the seconds it took (the layer's backward then resets its timings).
+template <class T> double mask_relu_gradient(local_kernels<T>& k, tensor_desc const& d,
+                                             tensor_view const& y, tensor_view const& dy,
+                                             std::string const& op) {
+  double const t0 = MPI_Wtime();
+  check_partition(y, d, op + ": y");
+  check_partition(dy, d, op + ": dy");
+  if (!d.empty()) k.relu_backward(owned_ref<T const>(y), owned_ref<T const>(dy), owned_ref<T>(dy));
+  return MPI_Wtime() - t0;
+}
 
 /// Pieces to compute an overlapped interior in: `o.progress_polls` while this rank's exchange
 /// moves messages large enough to need MPI progress (`o.progress_min_bytes` per peer on

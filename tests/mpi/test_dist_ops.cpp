@@ -604,6 +604,56 @@ template <class T> void check_conv_relu(shape_t const& xs, std::vector<int> cons
   EXPECT_EQ(dba, dbb);
 }
 
+// The fused calls check their buffers as the unfused ones do: a y or dy of other blocks is an
+// error on every rank that names the call and the fix, and leaves dy untouched.
+TEST(DistOps, FusedReluRejectsBuffersOfOtherBlocks) {
+  int const p = world_size();
+  process_grid grid(MPI_COMM_WORLD, {1, 1, p});
+  tensor_desc const xd(grid, {2, 2, 4 * p}, halox::dtype::float64);
+  tensor_desc const other(grid, {2, 2, 4 * p + 1}, halox::dtype::float64);
+  std::vector<double> x(static_cast<std::size_t>(xd.local_elements()), 1.0), dy(x), dx(x);
+  std::vector<double> wrong(static_cast<std::size_t>(other.local_elements()), 1.0);
+  std::vector<double> gamma(2, 1.0), beta(2, 0.0), dg(2), db(2);
+  auto expect_throw = [](auto&& call, std::string const& what) {
+    bool threw = false;
+    try {
+      call();
+    } catch (halox::error const& e) {
+      threw = true;
+      EXPECT_EQ(e.code(), halox::errc::invalid_argument);
+      EXPECT_NE(e.message().find(what), std::string::npos) << e.what();
+      EXPECT_NE(e.message().find("allocate it from the operator's descriptor"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(threw) << what;
+  };
+  ops::dist_batch_norm<double> bn(xd);
+  expect_throw(
+      [&] {
+        bn.forward_relu(tensor_view(xd, x), tensor_view(other, wrong), gamma.data(), beta.data(),
+                        nullptr, nullptr);
+      },
+      "dist_batch_norm::forward_relu: y");
+  expect_throw(
+      [&] {
+        bn.backward_relu(tensor_view(xd, x), tensor_view(other, wrong), tensor_view(xd, dy),
+                         gamma.data(), tensor_view(xd, dx), dg.data(), db.data());
+      },
+      "dist_batch_norm::backward_relu: y");
+  ops::conv_params const cp{{}, {1}, {1}, {}};
+  shape_t const ws{2, 2, 3};
+  ops::dist_conv<double> conv(xd, ws, cp);
+  std::vector<double> w(12, 0.5), xl(static_cast<std::size_t>(conv.input_desc().local_elements()));
+  expect_throw(
+      [&] {
+        conv.backward_relu(tensor_view(conv.input_desc(), xl), tensor_view(other, wrong),
+                           tensor_view(conv.output_desc(), dy), {w.data(), ws}, tensor_view{}, {},
+                           nullptr);
+      },
+      "dist_conv::backward_relu: y");
+  for (double v : dy) EXPECT_EQ(v, 1.0) << "dy changed by a rejected call";
+}
+
 TEST(DistOps, ConvWithFusedRelu) {
   int const p = world_size();
   rng r(11);
