@@ -47,7 +47,7 @@ public:
   // kept, up to a budget of memory per rank.
   void read(split s, index_t id, halox::box const& b, float* out) override {
     std::size_t const n = static_cast<std::size_t>(b.volume());
-    if (!same_box(b)) {
+    if (!(b == box_)) {
       cache_.clear();
       cached_ = 0;
       box_ = b;
@@ -112,12 +112,6 @@ public:
 
 private:
   static constexpr std::size_t cache_budget = std::size_t(256) << 20; // bytes per rank
-  bool same_box(halox::box const& b) const {
-    if (b.nd != box_.nd) return false;
-    for (int d = 0; d < b.nd; ++d)
-      if (b.lo[d] != box_.lo[d] || b.hi[d] != box_.hi[d]) return false;
-    return true;
-  }
   static double shape2(int k, double u, double v) {
     double const r = std::sqrt(u * u + v * v);
     switch (k) {
