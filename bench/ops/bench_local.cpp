@@ -121,6 +121,23 @@ template <class F> double ms(F&& f) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Times `fwd` and `bwd` (`warmup` untimed rounds, then `iters`) and prints the shape line of a
+// layer without weights: forward, backward (as bwd_data) and their sum, medians in ms.
+template <class F, class B>
+void report_fwd_bwd(char const* name, int warmup, int iters, F&& fwd, B&& bwd) {
+  std::vector<double> tf, tb, tt;
+  for (int it = 0; it < warmup + iters; ++it) {
+    double const f = ms(fwd), b = ms(bwd);
+    if (it < warmup) continue;
+    tf.push_back(f);
+    tb.push_back(b);
+    tt.push_back(f + b);
+  }
+  std::printf("shape %s fwd %.3f bwd_data %.3f bwd_weights 0.000 total %.3f\n", name, median(tf),
+              median(tb), median(tt));
+  std::fflush(stdout);
+}
+
 int usage(int rc) {
   std::printf("halox-bench-local [--provider automatic|reference|onednn] [--threads N]\n"
               "                  [--shapes all|2d|3d|lrn|bn|relu|maxpool|avgpool|<name prefix>]\n"
@@ -209,20 +226,14 @@ int main(int argc, char** argv) {
       auto const x = random_vec(ops::element_count(l.x), 1),
                  dy = random_vec(ops::element_count(l.x), 4);
       std::vector<float> y(x.size()), dx(x.size());
-      std::vector<double> tf, tb, tt;
-      for (int it = 0; it < warmup + iters; ++it) {
-        double const f = ms([&] { k.lrn_forward({x.data(), l.x}, {y.data(), l.x}, p); });
-        double const b = ms([&] {
-          k.lrn_backward({x.data(), l.x}, {dy.data(), l.x}, {dx.data(), l.x}, p);
-        });
-        if (it < warmup) continue;
-        tf.push_back(f);
-        tb.push_back(b);
-        tt.push_back(f + b);
-      }
-      std::printf("shape %s fwd %.3f bwd_data %.3f bwd_weights 0.000 total %.3f\n", l.name,
-                  median(tf), median(tb), median(tt));
-      std::fflush(stdout);
+      report_fwd_bwd(
+          l.name, warmup, iters,
+          [&] {
+            k.lrn_forward({x.data(), l.x}, {y.data(), l.x}, p);
+          },
+          [&] {
+            k.lrn_backward({x.data(), l.x}, {dy.data(), l.x}, {dx.data(), l.x}, p);
+          });
     }
     for (auto const& l : pointwise_layers(which)) {
       std::string const kind = l.kind;
@@ -250,41 +261,34 @@ int main(int argc, char** argv) {
       }
       ops::const_tensor_ref<float> const xr(x.data(), l.x), dyr(dy.data(), ys);
       ops::bn_moments m;
-      std::vector<double> tf, tb, tt;
-      for (int it = 0; it < warmup + iters; ++it) {
-        double const f = ms([&] {
-          if (kind == "bn") {
-            m = ops::bn_finalize_stats<float>(k.bn_partial_stats(xr), 1e-5, 0.1, rm.data(),
-                                              rv.data());
-            k.bn_apply(xr, m, gamma.data(), beta.data(), {y.data(), ys});
-          } else if (kind == "relu") {
-            k.relu_forward(xr, {y.data(), ys});
-          } else {
-            k.pool_forward_box(ops::const_block_ref<float>(xr), in_ext,
-                               ops::block_ref<float>(ops::tensor_ref<float>(y.data(), ys)), ob, pp);
-          }
-        });
-        double const b = ms([&] {
-          if (kind == "bn") {
-            auto const sums = k.bn_backward_partial(xr, dyr, m);
-            k.bn_backward_apply(xr, dyr, m, gamma.data(), sums, true, {dx.data(), l.x});
-            ops::bn_param_grads<float>(sums, dg.data(), dbt.data());
-          } else if (kind == "relu") {
-            k.relu_backward(xr, dyr, {dx.data(), l.x});
-          } else {
-            k.pool_backward_box(
-                ops::const_block_ref<float>(xr), ops::const_block_ref<float>(dyr), in_ext,
-                ops::block_ref<float>(ops::tensor_ref<float>(dx.data(), l.x)), ib, pp);
-          }
-        });
-        if (it < warmup) continue;
-        tf.push_back(f);
-        tb.push_back(b);
-        tt.push_back(f + b);
-      }
-      std::printf("shape %s fwd %.3f bwd_data %.3f bwd_weights 0.000 total %.3f\n", l.name,
-                  median(tf), median(tb), median(tt));
-      std::fflush(stdout);
+      report_fwd_bwd(
+          l.name, warmup, iters,
+          [&] {
+            if (kind == "bn") {
+              m = ops::bn_finalize_stats<float>(k.bn_partial_stats(xr), 1e-5, 0.1, rm.data(),
+                                                rv.data());
+              k.bn_apply(xr, m, gamma.data(), beta.data(), {y.data(), ys});
+            } else if (kind == "relu") {
+              k.relu_forward(xr, {y.data(), ys});
+            } else {
+              k.pool_forward_box(ops::const_block_ref<float>(xr), in_ext,
+                                 ops::block_ref<float>(ops::tensor_ref<float>(y.data(), ys)), ob,
+                                 pp);
+            }
+          },
+          [&] {
+            if (kind == "bn") {
+              auto const sums = k.bn_backward_partial(xr, dyr, m);
+              k.bn_backward_apply(xr, dyr, m, gamma.data(), sums, true, {dx.data(), l.x});
+              ops::bn_param_grads<float>(sums, dg.data(), dbt.data());
+            } else if (kind == "relu") {
+              k.relu_backward(xr, dyr, {dx.data(), l.x});
+            } else {
+              k.pool_backward_box(
+                  ops::const_block_ref<float>(xr), ops::const_block_ref<float>(dyr), in_ext,
+                  ops::block_ref<float>(ops::tensor_ref<float>(dx.data(), l.x)), ib, pp);
+            }
+          });
     }
     if (describe) std::printf("%s", k.describe().c_str());
   } catch (std::exception const& e) {
