@@ -46,6 +46,29 @@ def parse_name(name):
     return nsp, k, stride, cin, cout, ext
 
 
+def time_fwd_bwd(run, params, g, iters, warmup):
+    """Median ms of run() (the forward) and of run() then backward of a random dy (forward +
+    backward through autograd), with the gradients of `params` cleared before each round."""
+    import torch
+
+    with torch.no_grad():
+        y = run()
+    dy = torch.rand(y.shape, generator=g) * 2 - 1
+    fwd, tot = [], []
+    for it in range(warmup + iters):
+        for p in params:
+            p.grad = None
+        t0 = time.perf_counter()
+        y = run()
+        t1 = time.perf_counter()
+        y.backward(dy)
+        t2 = time.perf_counter()
+        if it >= warmup:
+            fwd.append((t1 - t0) * 1e3)
+            tot.append((t2 - t0) * 1e3)
+    return statistics.median(fwd), statistics.median(tot)
+
+
 def torch_times(name, batch, iters, warmup):
     import torch
     import torch.nn.functional as F
@@ -57,21 +80,7 @@ def torch_times(name, batch, iters, warmup):
     x = (torch.rand([batch, cin] + ext, generator=g) * 2 - 1).requires_grad_(True)
     w = (torch.rand([cout, cin] + [k] * nsp, generator=g) * 2 - 1).requires_grad_(True)
     b = (torch.rand([cout], generator=g) * 2 - 1).requires_grad_(True)
-    with torch.no_grad():
-        y = conv(x, w, b, stride, pad)
-    dy = torch.rand(y.shape, generator=g) * 2 - 1
-    fwd, tot = [], []
-    for it in range(warmup + iters):
-        x.grad = w.grad = b.grad = None
-        t0 = time.perf_counter()
-        y = conv(x, w, b, stride, pad)
-        t1 = time.perf_counter()
-        y.backward(dy)
-        t2 = time.perf_counter()
-        if it >= warmup:
-            fwd.append((t1 - t0) * 1e3)
-            tot.append((t2 - t0) * 1e3)
-    return statistics.median(fwd), statistics.median(tot)
+    return time_fwd_bwd(lambda: conv(x, w, b, stride, pad), (x, w, b), g, iters, warmup)
 
 
 KINDS = ("lrn", "bn", "relu", "maxpool", "avgpool")
@@ -119,21 +128,7 @@ def torch_layer_times(name, batch, iters, warmup):
             return F.relu(x)
         return (maxp if kind == "maxpool" else avgp)(x, 3, 2, 1)
 
-    with torch.no_grad():
-        y = run()
-    dy = torch.rand(y.shape, generator=g) * 2 - 1
-    fwd, tot = [], []
-    for it in range(warmup + iters):
-        x.grad = gamma.grad = beta.grad = None
-        t0 = time.perf_counter()
-        y = run()
-        t1 = time.perf_counter()
-        y.backward(dy)
-        t2 = time.perf_counter()
-        if it >= warmup:
-            fwd.append((t1 - t0) * 1e3)
-            tot.append((t2 - t0) * 1e3)
-    return statistics.median(fwd), statistics.median(tot)
+    return time_fwd_bwd(run, (x, gamma, beta), g, iters, warmup)
 
 
 def halox_times(exe, provider, shapes, iters, warmup, threads):
