@@ -256,3 +256,22 @@ TEST(DistOpsGeometry, GlobalPoolingSplitFourWaysNeedsTwoHopHalos) {
 }
 
 } // namespace
+
+// The interior is cut into pieces for MPI progress only while this rank's exchange moves
+// messages of at least progress_min_bytes per peer (smaller ones travel eagerly).
+TEST(DistOpsGeometry, ProgressPiecesOnlyForLargeMessages) {
+  halox::ops::dist_options o;
+  o.progress_polls = 8;
+  o.progress_min_bytes = 1000;
+  using halox::ops::detail::progress_pieces;
+  EXPECT_EQ(progress_pieces(o, 0, 0), 1);       // no peers: nothing to progress
+  EXPECT_EQ(progress_pieces(o, 5000, 0), 1);    // (bytes without peers: a copy to oneself)
+  EXPECT_EQ(progress_pieces(o, 0, 2), 1);       // peers but nothing moves
+  EXPECT_EQ(progress_pieces(o, 1999, 2), 1);    // 999 bytes per peer: eager
+  EXPECT_EQ(progress_pieces(o, 2000, 2), 8);    // 1000 per peer: at the threshold
+  EXPECT_EQ(progress_pieces(o, 1 << 20, 4), 8); // large messages
+  o.progress_min_bytes = 0;                     // always split while anything moves
+  EXPECT_EQ(progress_pieces(o, 8, 4), 8);
+  o.progress_polls = 1;
+  EXPECT_EQ(progress_pieces(o, 1 << 20, 4), 1);
+}
