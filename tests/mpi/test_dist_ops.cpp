@@ -567,8 +567,9 @@ template <class T> void check_bn_relu(shape_t const& shape, std::vector<int> con
 }
 
 // Convolution + ReLU as one layer (forward_relu / backward_relu) against the convolution, then
-// ReLU, then their backward passes: bitwise, for oneDNN's post-op (float, when built) and the
-// two-pass default (double).
+// ReLU, then their backward passes: bitwise with the two-pass default (double, reference); with
+// oneDNN's post-op (float, when built) within the provider tolerance, as oneDNN measures its
+// layout per problem and the fused convolution is another problem, which may get another kernel.
 template <class T> void check_conv_relu(shape_t const& xs, std::vector<int> const& dims) {
   process_grid grid(MPI_COMM_WORLD, dims);
   tensor_desc const xd(grid, xs, halox::dtype_of<T>());
@@ -587,8 +588,9 @@ template <class T> void check_conv_relu(shape_t const& xs, std::vector<int> cons
   a.forward(tensor_view(in, xl), {w.data(), ws}, bias.data(), tensor_view(out, ya));
   ops::dist_relu<T>(out).forward(tensor_view(out, ya), tensor_view(out, ya));
   b.forward_relu(tensor_view(in, xl), {w.data(), ws}, bias.data(), tensor_view(out, yb));
-  for (std::size_t i = 0; i < ya.size(); ++i)
-    ASSERT_EQ(ya[i], yb[i]) << "forward_relu differs from forward + relu at " << i;
+  // Only EXPECTs here: a rank that returned early would leave the others in the collectives.
+  double const tol = sizeof(T) == 4 ? provider_tol(ops::compute_provider::onednn) : 0.0;
+  expect_close(yb, ya, tol, "forward_relu against forward + relu");
   auto dya = scatter(out, dy), dyb = dya;
   std::vector<T> dxa(xl.size(), T(0)), dxb(dxa), dwa(w.size()), dwb(w.size()), dba(ws[0]),
       dbb(ws[0]);
@@ -598,10 +600,10 @@ template <class T> void check_conv_relu(shape_t const& xs, std::vector<int> cons
              {dwa.data(), ws}, dba.data());
   b.backward_relu(tensor_view(in, xl), tensor_view(out, yb), tensor_view(out, dyb), {w.data(), ws},
                   tensor_view(in, dxb), {dwb.data(), ws}, dbb.data());
-  EXPECT_EQ(dya, dyb);
-  EXPECT_EQ(dxa, dxb);
-  EXPECT_EQ(dwa, dwb);
-  EXPECT_EQ(dba, dbb);
+  expect_close(dyb, dya, tol, "backward_relu's masked dy");
+  expect_close(dxb, dxa, tol, "dx");
+  expect_close(dwb, dwa, tol, "dw");
+  expect_close(dbb, dba, tol, "db");
 }
 
 // The fused calls check their buffers as the unfused ones do: a y or dy of other blocks is an
