@@ -21,23 +21,23 @@ constexpr auto bad = errc::invalid_argument;
 // Calls f(row_offsets..., inner_extent) for every (n, outer spatial) row of `shape` (the channel
 // dimension excluded): each tensor's element offset of channel 0, inner position 0 of that row.
 // The inner loop of the kernels then runs over the last dimension.
-template <std::size_t K, class F> void for_each_row(std::vector<index_t> const& shape,
-                                                    std::vector<index_t> const* const (&strides)[K],
-                                                    F&& f) {
+template <std::size_t K, class F>
+void for_each_row(dims const& shape, dims const* const (&strides)[K], F&& f) {
   int const r = static_cast<int>(shape.size());
   index_t const inner = r > 2 ? shape[r - 1] : 1;
   for (int d = 0; d < r; ++d)
     if (d != 1 && shape[d] == 0) return;
   // The outer dimensions: 0 and 2 .. r-2.
-  std::vector<int> dims{0};
-  for (int d = 2; d < r - 1; ++d) dims.push_back(d);
-  std::vector<index_t> idx(dims.size(), 0);
+  int outer[max_dims] = {0};
+  std::size_t n_outer = 1;
+  for (int d = 2; d < r - 1; ++d) outer[n_outer++] = d;
+  index_t idx[max_dims] = {};
   index_t off[K] = {};
   while (true) {
     f(off, inner);
-    std::size_t i = dims.size();
+    std::size_t i = n_outer;
     while (i-- > 0) {
-      int const d = dims[i];
+      int const d = outer[i];
       if (++idx[i] < shape[d]) {
         for (std::size_t k = 0; k < K; ++k) off[k] += (*strides[k])[d];
         break;
@@ -149,7 +149,7 @@ template <class T> void lrn_forward_channels(const_tensor_ref<T> x, index_t x_c0
   int const r = x.rank();
   index_t const xi = r > 2 ? x.strides[r - 1] : 0, yi = r > 2 ? y.strides[r - 1] : 0;
   std::vector<double> acc(static_cast<std::size_t>(r > 2 ? x.shape[r - 1] : 1));
-  std::vector<index_t> const* const st[2] = {&x.strides, &y.strides};
+  dims const* const st[2] = {&x.strides, &y.strides};
   for_each_row(x.shape, st, [&](index_t const* off, index_t n) {
     T const* xr = x.data + off[0];
     for (index_t c = y_c0; c < y_c0 + yc; ++c) {
@@ -182,7 +182,7 @@ template <class T> void lrn_backward_terms(const_tensor_ref<T> x, index_t x_c0, 
   index_t const xi = r > 2 ? x.strides[r - 1] : 0, di = r > 2 ? dy.strides[r - 1] : 0,
                 ti = r > 2 ? t.strides[r - 1] : 0;
   std::vector<double> acc(static_cast<std::size_t>(r > 2 ? x.shape[r - 1] : 1));
-  std::vector<index_t> const* const st[3] = {&x.strides, &dy.strides, &t.strides};
+  dims const* const st[3] = {&x.strides, &dy.strides, &t.strides};
   for_each_row(x.shape, st, [&](index_t const* off, index_t n) {
     T const* xr = x.data + off[0];
     for (index_t c = t_c0; c < t_c0 + tc; ++c) {
@@ -226,7 +226,7 @@ template <class T> void lrn_backward_apply(const_tensor_ref<T> x, index_t x_c0, 
   std::size_t const len = static_cast<std::size_t>(r > 2 ? x.shape[r - 1] : 1);
   std::vector<double> acc(len), sum(len);
   double const coef = 2.0 * p.alpha * p.beta / p.size;
-  std::vector<index_t> const* const st[4] = {&x.strides, &dy.strides, &t.strides, &dx.strides};
+  dims const* const st[4] = {&x.strides, &dy.strides, &t.strides, &dx.strides};
   for_each_row(x.shape, st, [&](index_t const* off, index_t n) {
     T const* xr = x.data + off[0];
     for (index_t c = dx_c0; c < dx_c0 + dc; ++c) {

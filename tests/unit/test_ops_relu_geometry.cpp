@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <set>
+#include <type_traits>
 
 namespace {
 
@@ -45,6 +46,32 @@ TEST(OpsTensorRef, ViewsAndConversions) {
   EXPECT_EQ(s.strides, t.strides);
   ops::const_block_ref<float> b = ops::block_ref<float>{t, {5, 7}};
   EXPECT_EQ(b.origin, (std::vector<index_t>{5, 7}));
+}
+
+// Shapes and strides are held inline: copying a view allocates nothing, they convert to and from
+// std::vector, and a rank beyond the limit is an error naming it.
+TEST(OpsTensorRef, DimsHoldUpToMaxRankInline) {
+  ops::dims d{4, 3, 2};
+  static_assert(std::is_trivially_copyable_v<ops::dims>);
+  static_assert(std::is_trivially_copyable_v<ops::tensor_ref<float>>);
+  std::vector<index_t> const v = d;
+  EXPECT_EQ(v, (std::vector<index_t>{4, 3, 2}));
+  EXPECT_EQ(ops::dims(v), d);
+  EXPECT_NE(ops::dims({4, 3}), d);
+  d.push_back(5);
+  d.resize(6, 1);
+  EXPECT_EQ(d.to_vector(), (std::vector<index_t>{4, 3, 2, 5, 1, 1}));
+  EXPECT_EQ(ops::element_count(d), 120);
+  EXPECT_EQ(ops::contiguous_strides(d), (ops::dims{30, 10, 5, 1, 1, 1}));
+  ops::dims full(ops::dims::capacity, 2);
+  try {
+    full.push_back(2);
+    ADD_FAILURE() << "a ninth dimension was accepted";
+  } catch (halox::error const& e) {
+    EXPECT_NE(e.message().find("9 dimensions"), std::string::npos) << e.what();
+    EXPECT_NE(e.message().find("rank <= 8"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((ops::tensor_ref<float>{nullptr, std::vector<index_t>(9, 1)}), halox::error);
 }
 
 // Footprints cover every position a window actually reads (input) or every output whose

@@ -9,6 +9,7 @@
 /// compute only part of an output.
 
 #include <halox/box.hpp>
+#include <halox/ops/dims.hpp>
 
 #include <cstddef>
 #include <type_traits>
@@ -18,14 +19,14 @@
 namespace halox::ops {
 
 /// Row-major (last dimension fastest) element strides of a contiguous tensor of `shape`.
-[[nodiscard]] inline std::vector<index_t> contiguous_strides(std::vector<index_t> const& shape) {
-  std::vector<index_t> s(shape.size(), 1);
+[[nodiscard]] inline dims contiguous_strides(dims const& shape) {
+  dims s(shape.size(), 1);
   for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
   return s;
 }
 
 /// Number of elements of a tensor of `shape` (1 for rank 0).
-[[nodiscard]] inline index_t element_count(std::vector<index_t> const& shape) noexcept {
+[[nodiscard]] inline index_t element_count(dims const& shape) noexcept {
   index_t n = 1;
   for (index_t e : shape) n *= e;
   return n;
@@ -37,18 +38,18 @@ namespace halox::ops {
 /// converts implicitly to a read-only one. Operators take `shape` as NC followed by 1 to 3
 /// spatial extents (NCW, NCHW, NCDHW), and weights as [Cout, Cin, k...].
 template <class T> struct tensor_ref {
-  T* data = nullptr;            ///< address of element (0, 0, ...)
-  std::vector<index_t> shape;   ///< extent per dimension
-  std::vector<index_t> strides; ///< element stride per dimension (same length as `shape`)
+  T* data = nullptr; ///< address of element (0, 0, ...)
+  dims shape;        ///< extent per dimension
+  dims strides;      ///< element stride per dimension (same length as `shape`)
 
   /// An empty view (rank 0, no data).
   tensor_ref() = default;
   /// A view of a row-major contiguous tensor.
-  tensor_ref(T* data_, std::vector<index_t> shape_)
-      : data(data_), shape(std::move(shape_)), strides(contiguous_strides(shape)) {}
+  tensor_ref(T* data_, dims const& shape_)
+      : data(data_), shape(shape_), strides(contiguous_strides(shape)) {}
   /// A view with explicit element strides.
-  tensor_ref(T* data_, std::vector<index_t> shape_, std::vector<index_t> strides_)
-      : data(data_), shape(std::move(shape_)), strides(std::move(strides_)) {}
+  tensor_ref(T* data_, dims const& shape_, dims const& strides_)
+      : data(data_), shape(shape_), strides(strides_) {}
   /// The read-only view of a mutable one.
   template <class U, class = std::enable_if_t<std::is_same_v<T, U const>>>
   tensor_ref(tensor_ref<U> const& other) // NOLINT: implicit by design, like T* -> T const*
@@ -81,14 +82,14 @@ template <class T> [[nodiscard]] tensor_ref<T> sub_box(tensor_ref<T> const& t, b
 /// is global position `origin[d]`. A rank's haloed input block, for instance, has
 /// `origin = owned_lo - halo_lo`. An empty `origin` means all zeros (the whole tensor).
 template <class T> struct block_ref {
-  tensor_ref<T> ref;           ///< the buffer
-  std::vector<index_t> origin; ///< global spatial coordinate of the buffer's first element
+  tensor_ref<T> ref; ///< the buffer
+  dims origin;       ///< global spatial coordinate of the buffer's first element
 
   /// An empty block.
   block_ref() = default;
   /// A block at `origin_` (empty: at the global origin).
-  block_ref(tensor_ref<T> ref_, std::vector<index_t> origin_ = {}) // NOLINT: implicit
-      : ref(std::move(ref_)), origin(std::move(origin_)) {}
+  block_ref(tensor_ref<T> const& ref_, dims const& origin_ = {}) // NOLINT: implicit
+      : ref(ref_), origin(origin_) {}
   /// The read-only block of a mutable one.
   template <class U, class = std::enable_if_t<std::is_same_v<T, U const>>>
   block_ref(block_ref<U> const& other) // NOLINT: implicit by design
