@@ -35,8 +35,9 @@ public:
   /// Global shape.
   [[nodiscard]] std::vector<index_t> const& shape() const noexcept { return dist_.shape(); }
 
-  /// Owned block of the calling rank, global coordinates.
-  [[nodiscard]] box owned_box() const { return dist_.owned_box(grid_.rank()); }
+  /// Owned block of the calling rank, global coordinates (kept from construction: operators
+  /// read it on every execution).
+  [[nodiscard]] box owned_box() const noexcept { return owned_; }
   /// Owned block of any rank, global coordinates.
   [[nodiscard]] box owned_box(int rank) const { return dist_.owned_box(rank); }
   /// Rank owning a global index.
@@ -48,8 +49,12 @@ public:
   /// Per-dimension offset of the first owned cell inside the local buffer (= halo_lo, or 0 on
   /// an empty rank).
   [[nodiscard]] std::vector<index_t> owned_offset() const;
+  /// `owned_offset()[dim]`, without building the vector.
+  [[nodiscard]] index_t owned_offset(int dim) const {
+    return owned_.empty() ? 0 : static_cast<index_t>(dist_.options(dim).halo_lo);
+  }
   /// Element offset of the first owned cell from the buffer base.
-  [[nodiscard]] index_t owned_offset_elements() const;
+  [[nodiscard]] index_t owned_offset_elements() const noexcept { return owned_offset_elements_; }
   /// Elements the local buffer must hold.
   [[nodiscard]] index_t local_elements() const noexcept { return local_elements_; }
   /// Bytes the local buffer must hold.
@@ -58,7 +63,7 @@ public:
   /// halo (then it is taken relative to the allocated box, without periodic wrapping).
   [[nodiscard]] index_t local_offset(std::vector<index_t> const& global_idx) const;
   /// True when the calling rank owns nothing.
-  [[nodiscard]] bool empty() const { return owned_box().empty(); }
+  [[nodiscard]] bool empty() const noexcept { return owned_.empty(); }
 
 private:
   process_grid grid_;
@@ -66,6 +71,8 @@ private:
   std::vector<index_t> local_shape_;
   std::vector<index_t> strides_;
   index_t local_elements_ = 0;
+  box owned_{};
+  index_t owned_offset_elements_ = 0;
 };
 
 } // namespace halox

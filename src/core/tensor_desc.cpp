@@ -45,6 +45,8 @@ tensor_desc::tensor_desc(process_grid grid, std::vector<index_t> shape, dtype ty
   local_shape_ = dist_.local_shape(grid_.rank());
   strides_ = strides.empty() ? dist_.default_strides(grid_.rank()) : std::move(strides);
   local_elements_ = required_elements(local_shape_, strides_);
+  owned_ = dist_.owned_box(grid_.rank());
+  for (int d = 0; d < ndim(); ++d) owned_offset_elements_ += owned_offset(d) * strides_[d];
 }
 
 std::vector<index_t> tensor_desc::owned_offset() const {
@@ -52,13 +54,6 @@ std::vector<index_t> tensor_desc::owned_offset() const {
   if (empty()) return o;
   for (int d = 0; d < ndim(); ++d) o[d] = dist_.options(d).halo_lo;
   return o;
-}
-
-index_t tensor_desc::owned_offset_elements() const {
-  auto const o = owned_offset();
-  index_t off = 0;
-  for (int d = 0; d < ndim(); ++d) off += o[d] * strides_[d];
-  return off;
 }
 
 index_t tensor_desc::local_offset(std::vector<index_t> const& global_idx) const {

@@ -55,12 +55,17 @@ void require_grad_sums(char const* op, bn_grad_sums const& total, index_t c) {
 } // namespace detail
 
 template <class T> bn_stats bn_partial_stats(const_tensor_ref<T> x) {
-  auto g = detail::split("bn_partial_stats", "x", x);
   bn_stats s;
+  bn_partial_stats_into<T>(x, s);
+  return s;
+}
+
+template <class T> void bn_partial_stats_into(const_tensor_ref<T> x, bn_stats& s) {
+  auto g = detail::split("bn_partial_stats", "x", x);
   s.count = g.n * g.inner;
   s.mean.assign(g.c, 0.0);
   s.m2.assign(g.c, 0.0);
-  if (s.count == 0) return s;
+  if (s.count == 0) return;
 #pragma omp parallel for schedule(static) if (s.count * g.c >= detail::parallel_min_work)
   for (index_t c = 0; c < g.c; ++c) {
     double sum = 0;
@@ -74,7 +79,6 @@ template <class T> bn_stats bn_partial_stats(const_tensor_ref<T> x) {
     s.mean[c] = mean;
     s.m2[c] = m2;
   }
-  return s;
 }
 
 void bn_merge_stats(bn_stats& into, bn_stats const& other) {
@@ -100,6 +104,13 @@ void bn_merge_stats(bn_stats& into, bn_stats const& other) {
 
 template <class T> bn_moments bn_finalize_stats(bn_stats const& total, double eps, double momentum,
                                                 T* running_mean, T* running_var) {
+  bn_moments m;
+  bn_finalize_stats_into<T>(total, eps, momentum, running_mean, running_var, m);
+  return m;
+}
+
+template <class T> void bn_finalize_stats_into(bn_stats const& total, double eps, double momentum,
+                                               T* running_mean, T* running_var, bn_moments& m) {
   char const* op = "bn_finalize_stats";
   HALOX_REQUIRE(total.count >= 2, errc::invalid_argument,
                 std::string(op) + ": " + std::to_string(total.count) +
@@ -108,9 +119,8 @@ template <class T> bn_moments bn_finalize_stats(bn_stats const& total, double ep
   HALOX_REQUIRE(eps >= 0 && momentum >= 0 && momentum <= 1, errc::invalid_argument,
                 std::string(op) + ": eps " + std::to_string(eps) + " must be >= 0 and momentum " +
                     std::to_string(momentum) + " must lie in [0, 1]");
-  bn_moments m;
   std::size_t const c = total.mean.size();
-  m.mean = total.mean;
+  m.mean.assign(total.mean.begin(), total.mean.end());
   m.invstd.resize(c);
   double const n = static_cast<double>(total.count);
   for (std::size_t i = 0; i < c; ++i) {
@@ -122,15 +132,20 @@ template <class T> bn_moments bn_finalize_stats(bn_stats const& total, double ep
       running_var[i] = static_cast<T>((1 - momentum) * static_cast<double>(running_var[i]) +
                                       momentum * total.m2[i] / (n - 1));
   }
-  return m;
 }
 
 template <class T> bn_moments bn_inference_moments(T const* running_mean, T const* running_var,
                                                    index_t channels, double eps) {
+  bn_moments m;
+  bn_inference_moments_into<T>(running_mean, running_var, channels, eps, m);
+  return m;
+}
+
+template <class T> void bn_inference_moments_into(T const* running_mean, T const* running_var,
+                                                  index_t channels, double eps, bn_moments& m) {
   HALOX_REQUIRE(channels == 0 || (running_mean && running_var), errc::invalid_argument,
                 "bn_inference_moments: running_mean and running_var must be non-null in "
                 "inference mode");
-  bn_moments m;
   m.mean.resize(channels);
   m.invstd.resize(channels);
   for (index_t c = 0; c < channels; ++c) {
@@ -141,7 +156,6 @@ template <class T> bn_moments bn_inference_moments(T const* running_mean, T cons
     m.mean[c] = static_cast<double>(running_mean[c]);
     m.invstd[c] = 1.0 / std::sqrt(v + eps);
   }
-  return m;
 }
 
 template <class T> void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,
@@ -163,12 +177,18 @@ template <class T> void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T c
 
 template <class T> bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
                                                     bn_moments const& m) {
+  bn_grad_sums s;
+  bn_backward_partial_into<T>(x, dy, m, s);
+  return s;
+}
+
+template <class T> void bn_backward_partial_into(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                                 bn_moments const& m, bn_grad_sums& s) {
   char const* op = "bn_backward_partial";
   auto gx = detail::split(op, "x", x);
   auto gd = detail::split(op, "dy", dy);
   detail::require_same(op, "dy", dy.shape, "x", x.shape);
   detail::require_moments(op, m, gx.c);
-  bn_grad_sums s;
   s.count = gx.n * gx.inner;
   s.sum_dy.assign(gx.c, 0.0);
   s.sum_dy_xhat.assign(gx.c, 0.0);
@@ -183,7 +203,6 @@ template <class T> bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const
     s.sum_dy[c] = sd;
     s.sum_dy_xhat[c] = sdx * m.invstd[c];
   }
-  return s;
 }
 
 void bn_merge_grad_sums(bn_grad_sums& into, bn_grad_sums const& other) {
@@ -269,12 +288,17 @@ template <class T> void batch_norm_backward(const_tensor_ref<T> x, const_tensor_
 
 #define HALOX_INSTANTIATE(T)                                                                       \
   template bn_stats bn_partial_stats(const_tensor_ref<T>);                                         \
+  template void bn_partial_stats_into(const_tensor_ref<T>, bn_stats&);                             \
   template bn_moments bn_finalize_stats(bn_stats const&, double, double, T*, T*);                  \
+  template void bn_finalize_stats_into(bn_stats const&, double, double, T*, T*, bn_moments&);      \
   template bn_moments bn_inference_moments(T const*, T const*, index_t, double);                   \
+  template void bn_inference_moments_into(T const*, T const*, index_t, double, bn_moments&);       \
   template void bn_apply(const_tensor_ref<T>, bn_moments const&, T const*, T const*,               \
                          tensor_ref<T>);                                                           \
   template bn_grad_sums bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,              \
                                             bn_moments const&);                                    \
+  template void bn_backward_partial_into(const_tensor_ref<T>, const_tensor_ref<T>,                 \
+                                         bn_moments const&, bn_grad_sums&);                        \
   template void bn_backward_apply(const_tensor_ref<T>, const_tensor_ref<T>, bn_moments const&,     \
                                   T const*, bn_grad_sums const&, bool, tensor_ref<T>);             \
   template void bn_param_grads(bn_grad_sums const&, T*, T*);                                       \

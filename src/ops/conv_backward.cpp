@@ -18,15 +18,15 @@ namespace {
 
 constexpr auto bad = errc::invalid_argument;
 
-void require_same_batch(char const* op, char const* a, std::vector<index_t> const& sa,
-                        char const* b, std::vector<index_t> const& sb) {
+void require_same_batch(char const* op, char const* a, dims const& sa, char const* b,
+                        dims const& sb) {
   HALOX_REQUIRE(sa[0] == sb[0], bad,
                 std::string(op) + ": " + a + " " + fmt(sa) + " has batch " + std::to_string(sa[0]) +
                     " but " + b + " " + fmt(sb) + " has " + std::to_string(sb[0]));
 }
 
-void require_channels(char const* op, char const* name, std::vector<index_t> const& shape,
-                      index_t expected, std::string const& why) {
+void require_channels(char const* op, char const* name, dims const& shape, index_t expected,
+                      std::string const& why) {
   HALOX_REQUIRE(shape[1] == expected, bad,
                 std::string(op) + ": " + name + " " + fmt(shape) + " has " +
                     std::to_string(shape[1]) + " channels; expected " + std::to_string(expected) +
@@ -132,9 +132,9 @@ void add_to_weights(std::vector<double> const& acc, window3 const& g, tensor_ref
 }
 
 template <class T> void backward_data_impl(char const* op, const_block_ref<T> const& dy,
-                                           std::vector<index_t> const& in_extent,
-                                           const_tensor_ref<T> const& w, block_ref<T> const& dx,
-                                           box const& in_box, conv_params const& p) {
+                                           dims const& in_extent, const_tensor_ref<T> const& w,
+                                           block_ref<T> const& dx, box const& in_box,
+                                           conv_params const& p) {
   int const nsp = spatial_dims(op, "dx", dx.ref.rank());
   block3<T> dxb = to_block3(op, "dx", dx, nsp);
   block3<T const> dyb = to_block3(op, "dy", dy, nsp);
@@ -149,9 +149,9 @@ template <class T> void backward_data_impl(char const* op, const_block_ref<T> co
 }
 
 template <class T> void backward_weights_impl(char const* op, const_block_ref<T> const& x,
-                                              std::vector<index_t> const& in_extent,
-                                              const_block_ref<T> const& dy, tensor_ref<T> const& dw,
-                                              box const& out_box, conv_params const& p) {
+                                              dims const& in_extent, const_block_ref<T> const& dy,
+                                              tensor_ref<T> const& dw, box const& out_box,
+                                              conv_params const& p) {
   int const nsp = spatial_dims(op, "x", x.ref.rank());
   block3<T const> xb = to_block3(op, "x", x, nsp);
   block3<T const> dyb = to_block3(op, "dy", dy, nsp);
@@ -191,8 +191,7 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
 } // namespace
 } // namespace detail
 
-template <class T> void conv_backward_data_box(const_block_ref<T> dy,
-                                               std::vector<index_t> const& in_extent,
+template <class T> void conv_backward_data_box(const_block_ref<T> dy, dims const& in_extent,
                                                const_tensor_ref<T> w, block_ref<T> dx,
                                                box const& in_box, conv_params const& p) {
   detail::backward_data_impl("conv_backward_data_box", dy, in_extent, w, dx, in_box, p);
@@ -211,8 +210,7 @@ template <class T> void conv_backward_data(const_tensor_ref<T> dy, const_tensor_
                              block_ref<T>(dx), detail::spatial_box(dx.shape), p);
 }
 
-template <class T> void conv_backward_weights_box(const_block_ref<T> x,
-                                                  std::vector<index_t> const& in_extent,
+template <class T> void conv_backward_weights_box(const_block_ref<T> x, dims const& in_extent,
                                                   const_block_ref<T> dy, tensor_ref<T> dw,
                                                   box const& out_box, conv_params const& p) {
   detail::backward_weights_impl("conv_backward_weights_box", x, in_extent, dy, dw, out_box, p);
@@ -246,14 +244,12 @@ template <class T> void conv_backward_bias(const_tensor_ref<T> dy, T* db) {
 }
 
 #define HALOX_INSTANTIATE(T)                                                                       \
-  template void conv_backward_data_box(const_block_ref<T>, std::vector<index_t> const&,            \
-                                       const_tensor_ref<T>, block_ref<T>, box const&,              \
-                                       conv_params const&);                                        \
+  template void conv_backward_data_box(const_block_ref<T>, dims const&, const_tensor_ref<T>,       \
+                                       block_ref<T>, box const&, conv_params const&);              \
   template void conv_backward_data(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,        \
                                    conv_params const&);                                            \
-  template void conv_backward_weights_box(const_block_ref<T>, std::vector<index_t> const&,         \
-                                          const_block_ref<T>, tensor_ref<T>, box const&,           \
-                                          conv_params const&);                                     \
+  template void conv_backward_weights_box(const_block_ref<T>, dims const&, const_block_ref<T>,     \
+                                          tensor_ref<T>, box const&, conv_params const&);          \
   template void conv_backward_weights(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,     \
                                       conv_params const&);                                         \
   template void conv_backward_bias_box(const_block_ref<T>, box const&, T*);                        \

@@ -27,9 +27,9 @@ struct conv_problem {
 };
 
 /// Checks the weights against the input (rank, channels) and builds the window.
-template <class T>
-conv_problem make_conv_problem(char const* op, int nsp, std::vector<index_t> const& in_extent,
-                               index_t cin, tensor_ref<T> const& w, conv_params const& p);
+template <class T> conv_problem make_conv_problem(char const* op, int nsp, dims const& in_extent,
+                                                  index_t cin, tensor_ref<T> const& w,
+                                                  conv_params const& p);
 
 /// Weights as a dense row-major [Cout][Cin * kvol] matrix (columns in (ci, k) order), or when
 /// `transposed` as [Cin][Cout * kvol] (columns in (co, k) order) for backward-data.

@@ -10,9 +10,9 @@
 namespace halox::ops {
 namespace detail {
 
-template <class T>
-conv_problem make_conv_problem(char const* op, int nsp, std::vector<index_t> const& in_extent,
-                               index_t cin, tensor_ref<T> const& w, conv_params const& p) {
+template <class T> conv_problem make_conv_problem(char const* op, int nsp, dims const& in_extent,
+                                                  index_t cin, tensor_ref<T> const& w,
+                                                  conv_params const& p) {
   constexpr auto bad = errc::invalid_argument;
   check_ref(op, "w", w);
   HALOX_REQUIRE(static_cast<int>(in_extent.size()) == nsp, bad,
@@ -57,13 +57,13 @@ std::vector<T> pack_weights(tensor_ref<T const> const& w, window3 const& g, bool
   return m;
 }
 
-template conv_problem make_conv_problem(char const*, int, std::vector<index_t> const&, index_t,
+template conv_problem make_conv_problem(char const*, int, dims const&, index_t,
                                         tensor_ref<float const> const&, conv_params const&);
-template conv_problem make_conv_problem(char const*, int, std::vector<index_t> const&, index_t,
+template conv_problem make_conv_problem(char const*, int, dims const&, index_t,
                                         tensor_ref<double const> const&, conv_params const&);
-template conv_problem make_conv_problem(char const*, int, std::vector<index_t> const&, index_t,
+template conv_problem make_conv_problem(char const*, int, dims const&, index_t,
                                         tensor_ref<float> const&, conv_params const&);
-template conv_problem make_conv_problem(char const*, int, std::vector<index_t> const&, index_t,
+template conv_problem make_conv_problem(char const*, int, dims const&, index_t,
                                         tensor_ref<double> const&, conv_params const&);
 template std::vector<float> pack_weights(tensor_ref<float const> const&, window3 const&, bool);
 template std::vector<double> pack_weights(tensor_ref<double const> const&, window3 const&, bool);
@@ -102,10 +102,10 @@ template <class T> void forward_kernel(conv_problem const& cp, block3<T const> c
   }
 }
 
-template <class T>
-void forward_impl(char const* op, const_block_ref<T> const& x,
-                  std::vector<index_t> const& in_extent, const_tensor_ref<T> const& w,
-                  T const* bias, block_ref<T> const& y, box const& out_box, conv_params const& p) {
+template <class T> void forward_impl(char const* op, const_block_ref<T> const& x,
+                                     dims const& in_extent, const_tensor_ref<T> const& w,
+                                     T const* bias, block_ref<T> const& y, box const& out_box,
+                                     conv_params const& p) {
   constexpr auto bad = errc::invalid_argument;
   int const nsp = spatial_dims(op, "x", x.ref.rank());
   block3<T const> xb = to_block3(op, "x", x, nsp);
@@ -128,8 +128,7 @@ void forward_impl(char const* op, const_block_ref<T> const& x,
 } // namespace
 } // namespace detail
 
-template <class T> void conv_forward_box(const_block_ref<T> x,
-                                         std::vector<index_t> const& in_extent,
+template <class T> void conv_forward_box(const_block_ref<T> x, dims const& in_extent,
                                          const_tensor_ref<T> w, T const* bias, block_ref<T> y,
                                          box const& out_box, conv_params const& p) {
   detail::forward_impl("conv_forward_box", x, in_extent, w, bias, y, out_box, p);
@@ -146,12 +145,10 @@ template <class T> void conv_forward(const_tensor_ref<T> x, const_tensor_ref<T> 
                        block_ref<T>(y), detail::spatial_box(expected), p);
 }
 
-template void conv_forward_box(const_block_ref<float>, std::vector<index_t> const&,
-                               const_tensor_ref<float>, float const*, block_ref<float>, box const&,
-                               conv_params const&);
-template void conv_forward_box(const_block_ref<double>, std::vector<index_t> const&,
-                               const_tensor_ref<double>, double const*, block_ref<double>,
-                               box const&, conv_params const&);
+template void conv_forward_box(const_block_ref<float>, dims const&, const_tensor_ref<float>,
+                               float const*, block_ref<float>, box const&, conv_params const&);
+template void conv_forward_box(const_block_ref<double>, dims const&, const_tensor_ref<double>,
+                               double const*, block_ref<double>, box const&, conv_params const&);
 template void conv_forward(const_tensor_ref<float>, const_tensor_ref<float>, float const*,
                            tensor_ref<float>, conv_params const&);
 template void conv_forward(const_tensor_ref<double>, const_tensor_ref<double>, double const*,

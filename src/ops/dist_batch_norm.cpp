@@ -19,7 +19,10 @@ template <class T> struct dist_batch_norm<T>::impl {
   local_kernels<T> k;    // the provider of the normalisation passes
   detail::space_ops mem; // where x, y, gamma, beta and the running statistics live
   bn_moments m;          // of the last forward
-  std::vector<double> buf;
+  // Scratch reused by every step (sized by the first; later steps allocate nothing on the host).
+  std::vector<double> buf, mine_buf;
+  bn_stats local, total, one;
+  bn_grad_sums local_g, total_g;
   dist_timings t;
 
   void forward(tensor_view const& x, tensor_view const& y, T const* gamma, T const* beta,
@@ -109,7 +112,8 @@ void dist_batch_norm<T>::backward_relu(tensor_view const& x, tensor_view const& 
                                        T* dgamma, T* dbeta) {
   impl& I = *impl_;
   double const mask =
-      detail::mask_relu_gradient(I.k, I.desc, y, dy, "dist_batch_norm::backward_relu");
+      detail::mask_relu_gradient(I.k, I.desc, y, dy, "dist_batch_norm::backward_relu: y",
+                                 "dist_batch_norm::backward_relu: dy");
   backward(x, dy, gamma, dx, dgamma, dbeta);
   I.t.total += mask;
   I.t.compute += mask;
@@ -122,9 +126,10 @@ void dist_batch_norm<T>::impl::forward(tensor_view const& x, tensor_view const& 
   dist_timings& t = I.t;
   t = {};
   double const t0 = MPI_Wtime();
-  char const* what = relu ? "dist_batch_norm::forward_relu" : "dist_batch_norm::forward";
-  detail::check_partition(x, I.desc, std::string(what) + ": x");
-  detail::check_partition(y, I.desc, std::string(what) + ": y");
+  detail::check_partition(
+      x, I.desc, relu ? "dist_batch_norm::forward_relu: x" : "dist_batch_norm::forward: x");
+  detail::check_partition(
+      y, I.desc, relu ? "dist_batch_norm::forward_relu: y" : "dist_batch_norm::forward: y");
   bool const mine = !I.desc.empty();
   index_t const c = I.channels;
   bool const host = I.mem.host();
@@ -136,46 +141,46 @@ void dist_batch_norm<T>::impl::forward(tensor_view const& x, tensor_view const& 
   T* const hrm = host ? running_mean : (rm.empty() ? nullptr : rm.data());
   T* const hrv = host ? running_var : (rv.empty() ? nullptr : rv.data());
   if (!I.p.training) {
-    I.m = bn_inference_moments<T>(hrm, hrv, c, I.p.eps);
+    bn_inference_moments_into<T>(hrm, hrv, c, I.p.eps, I.m);
   } else {
-    bn_stats s;
-    if (mine) s = I.k.bn_partial_stats(owned_ref<T const>(x));
+    bn_stats& s = I.mode == bn_stats_mode::global ? I.total : I.local;
+    I.local.count = 0;
+    if (mine) I.k.bn_partial_stats(owned_ref<T const>(x), I.local);
     if (I.mode == bn_stats_mode::global) {
       // (count, mean, M2) of every rank, merged in rank order: the same rounding everywhere,
       // and no cancellation (a plain sum of squares would cancel when |mean| >> std).
       std::size_t const per = static_cast<std::size_t>(1 + 2 * c);
-      std::vector<double> mine_buf(per, 0.0);
-      mine_buf[0] = static_cast<double>(s.count);
-      for (index_t i = 0; i < c && s.count > 0; ++i) {
-        mine_buf[1 + i] = s.mean[i];
-        mine_buf[1 + c + i] = s.m2[i];
+      I.mine_buf.assign(per, 0.0);
+      I.mine_buf[0] = static_cast<double>(I.local.count);
+      for (index_t i = 0; i < c && I.local.count > 0; ++i) {
+        I.mine_buf[1 + i] = I.local.mean[i];
+        I.mine_buf[1 + c + i] = I.local.m2[i];
       }
       int const np = I.comm.size();
       I.buf.assign(per * static_cast<std::size_t>(np), 0.0);
       double const r0 = MPI_Wtime();
-      HALOX_MPI_CHECK(MPI_Allgather(mine_buf.data(), static_cast<int>(per), MPI_DOUBLE,
+      HALOX_MPI_CHECK(MPI_Allgather(I.mine_buf.data(), static_cast<int>(per), MPI_DOUBLE,
                                     I.buf.data(), static_cast<int>(per), MPI_DOUBLE, I.comm.get()));
       t.reduce += MPI_Wtime() - r0;
-      bn_stats total;
+      I.total.count = 0;
       for (int r = 0; r < np; ++r) {
         double const* b = I.buf.data() + per * static_cast<std::size_t>(r);
-        bn_stats one;
-        one.count = static_cast<index_t>(b[0]);
-        one.mean.assign(b + 1, b + 1 + c);
-        one.m2.assign(b + 1 + c, b + 1 + 2 * c);
-        bn_merge_stats(total, one);
+        I.one.count = static_cast<index_t>(b[0]);
+        I.one.mean.assign(b + 1, b + 1 + c);
+        I.one.m2.assign(b + 1 + c, b + 1 + 2 * c);
+        bn_merge_stats(I.total, I.one);
       }
-      s = std::move(total);
     }
     // A local-mode rank without samples has no statistics (and no output to normalise).
     if (I.mode == bn_stats_mode::global || s.count > 0) {
-      I.m = bn_finalize_stats<T>(s, I.p.eps, I.p.momentum, hrm, hrv);
+      bn_finalize_stats_into<T>(s, I.p.eps, I.p.momentum, hrm, hrv, I.m);
       if (!host) {
         I.store(running_mean, rm);
         I.store(running_var, rv);
       }
     } else {
-      I.m = bn_moments{};
+      I.m.mean.clear();
+      I.m.invstd.clear();
     }
   }
   if (mine && relu)
@@ -198,10 +203,11 @@ template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tenso
   detail::check_partition(dx, I.desc, "dist_batch_norm::backward: dx");
   bool const mine = !I.desc.empty() && !I.m.mean.empty();
   index_t const c = I.channels;
-  bn_grad_sums local;
+  bn_grad_sums& local = I.local_g;
+  local.count = 0;
   local.sum_dy.assign(static_cast<std::size_t>(c), 0.0);
   local.sum_dy_xhat.assign(static_cast<std::size_t>(c), 0.0);
-  if (mine) local = I.k.bn_backward_partial(owned_ref<T const>(x), owned_ref<T const>(dy), I.m);
+  if (mine) I.k.bn_backward_partial(owned_ref<T const>(x), owned_ref<T const>(dy), I.m, local);
   // Sums of dy and dy * xhat are plain sums: one MPI_SUM of [count, sum_dy, sum_dy_xhat].
   I.buf.assign(static_cast<std::size_t>(1 + 2 * c), 0.0);
   I.buf[0] = static_cast<double>(local.count);
@@ -213,7 +219,7 @@ template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tenso
   HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, I.buf.data(), static_cast<int>(I.buf.size()),
                                 MPI_DOUBLE, MPI_SUM, I.comm.get()));
   t.reduce = MPI_Wtime() - r0;
-  bn_grad_sums total;
+  bn_grad_sums& total = I.total_g;
   total.count = static_cast<index_t>(I.buf[0]);
   total.sum_dy.assign(I.buf.begin() + 1, I.buf.begin() + 1 + c);
   total.sum_dy_xhat.assign(I.buf.begin() + 1 + c, I.buf.end());

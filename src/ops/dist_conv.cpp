@@ -80,8 +80,7 @@ template <class T> std::string dist_conv<T>::describe() const {
 }
 
 namespace {
-void check_weights(std::vector<index_t> const& expected, std::vector<index_t> const& got,
-                   char const* what) {
+void check_weights(dims const& expected, dims const& got, char const* what) {
   HALOX_REQUIRE(got == expected, errc::invalid_argument,
                 std::string("dist_conv: ") + what + " has shape " + detail::shape_str(got) +
                     " but the layer was built for weights " + detail::shape_str(expected));
@@ -104,8 +103,8 @@ template <class T> void dist_conv<T>::backward_relu(tensor_view const& x, tensor
                                                     T* db) {
   auto& L = impl_->layer;
   detail::check_layout(dy, *L.out, "dist_conv::backward_relu: dy");
-  double const mask =
-      detail::mask_relu_gradient(impl_->k, *L.out, y, dy, "dist_conv::backward_relu");
+  double const mask = detail::mask_relu_gradient(
+      impl_->k, *L.out, y, dy, "dist_conv::backward_relu: y", "dist_conv::backward_relu: dy");
   backward(x, dy, std::move(w), dx, std::move(dw), db);
   impl_->t.total += mask;
   impl_->t.compute += mask;

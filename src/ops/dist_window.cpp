@@ -228,22 +228,24 @@ std::string window_layer::describe() const {
   return os.str();
 }
 
-void check_partition(tensor_view const& v, tensor_desc const& expected, std::string const& what) {
+void check_partition(tensor_view const& v, tensor_desc const& expected, char const* what_) {
+  // Checked on every execution: the name becomes a string only for an error message.
+  auto what = [what_] { return std::string(what_); };
   HALOX_REQUIRE(v.desc != nullptr, bad,
-                what + " has no descriptor; build it as tensor_view(desc, data, bytes)");
+                what() + " has no descriptor; build it as tensor_view(desc, data, bytes)");
   distribution const &a = v.desc->dist(), &b = expected.dist();
   bool same = a.shape() == b.shape() && a.type() == b.type() && a.parts() == b.parts();
   for (int d = 0; same && d < a.ndim(); ++d)
     for (int p = 0; same && p < a.parts()[d]; ++p) same = a.part_start(d, p) == b.part_start(d, p);
   HALOX_REQUIRE(same, bad,
-                what + " is described as " + a.str() + " but the operator works on " + b.str() +
+                what() + " is described as " + a.str() + " but the operator works on " + b.str() +
                     " (same shape, dtype and blocks needed; halos and strides may differ): "
                     "allocate it from the operator's descriptor");
   std::size_t const need = v.desc->local_bytes();
   HALOX_REQUIRE(v.bytes >= need, bad,
-                what + " holds " + std::to_string(v.bytes) + " bytes but its descriptor needs " +
+                what() + " holds " + std::to_string(v.bytes) + " bytes but its descriptor needs " +
                     std::to_string(need) + " on this rank");
-  HALOX_REQUIRE(need == 0 || v.data != nullptr, bad, what + " is a null pointer");
+  HALOX_REQUIRE(need == 0 || v.data != nullptr, bad, what() + " is a null pointer");
 }
 
 std::vector<box> split_box(box const& b, int n) {
@@ -266,7 +268,7 @@ void poke_progress(MPI_Comm comm) {
   HALOX_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE));
 }
 
-std::string shape_str(std::vector<index_t> const& shape) {
+std::string shape_str(dims const& shape) {
   std::string s = "[";
   for (std::size_t d = 0; d < shape.size(); ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
   return s + "]";

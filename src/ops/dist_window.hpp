@@ -64,12 +64,12 @@ memory_space check_provider(std::string const& what, dist_options const& o, dtyp
 
 /// Throws `halox::error` unless `v` is a buffer of a tensor with the same global shape, dtype
 /// and blocks as `expected` (halo widths and strides may differ) and large enough.
-void check_partition(tensor_view const& v, tensor_desc const& expected, std::string const& what);
+void check_partition(tensor_view const& v, tensor_desc const& expected, char const* what);
 /// Throws unless `v` is laid out exactly as `expected` (same distribution and strides).
 void check_layout(tensor_view const& v, tensor_desc const& expected, std::string const& what);
 
 /// "[2, 3, 4]" for messages.
-[[nodiscard]] std::string shape_str(std::vector<index_t> const& shape);
+[[nodiscard]] std::string shape_str(dims const& shape);
 
 /// The MPI datatype of float or double.
 template <class T> MPI_Datatype mpi_type() {
@@ -97,14 +97,15 @@ void poke_progress(MPI_Comm comm);
 
 /// The first step of the backward of a layer whose ReLU is fused into it: turns `dy`, the
 /// gradient of the ReLU's output `y`, into the gradient of the layer's own output (dy where
-/// y > 0, else 0) in place on the owned block. Both have the blocks of `d`; `op` names the call
-/// in errors. Returns the seconds it took (the layer's backward then resets its timings).
+/// y > 0, else 0) in place on the owned block. Both have the blocks of `d`; `y_name` and
+/// `dy_name` name them in errors. Returns the seconds it took (the layer's backward then resets
+/// its timings).
 template <class T> double mask_relu_gradient(local_kernels<T>& k, tensor_desc const& d,
                                              tensor_view const& y, tensor_view const& dy,
-                                             std::string const& op) {
+                                             char const* y_name, char const* dy_name) {
   double const t0 = MPI_Wtime();
-  check_partition(y, d, op + ": y");
-  check_partition(dy, d, op + ": dy");
+  check_partition(y, d, y_name);
+  check_partition(dy, d, dy_name);
   if (!d.empty()) k.relu_backward(owned_ref<T const>(y), owned_ref<T const>(dy), owned_ref<T>(dy));
   return MPI_Wtime() - t0;
 }

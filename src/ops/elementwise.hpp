@@ -6,6 +6,7 @@
 #include <halox/box.hpp>
 #include <halox/detail/box.hpp>
 #include <halox/error.hpp>
+#include <halox/ops/dims.hpp>
 
 #include <cstddef>
 #include <string>
@@ -17,8 +18,7 @@ namespace halox::ops::detail {
 /// (pass the same strides twice when fewer are needed). The last dimension is the inner loop;
 /// the outer dimensions are walked as an odometer so any rank works.
 template <class F>
-void for_each_element(std::vector<index_t> const& shape, std::vector<index_t> const& sa,
-                      std::vector<index_t> const& sb, std::vector<index_t> const& sc, F&& f) {
+void for_each_element(dims const& shape, dims const& sa, dims const& sb, dims const& sc, F&& f) {
   std::size_t const r = shape.size();
   for (index_t e : shape)
     if (e == 0) return;
@@ -26,7 +26,7 @@ void for_each_element(std::vector<index_t> const& shape, std::vector<index_t> co
     f(index_t{0}, index_t{0}, index_t{0});
     return;
   }
-  std::vector<index_t> idx(r, 0);
+  index_t idx[max_dims] = {};
   index_t const inner = shape[r - 1], ia = sa[r - 1], ib = sb[r - 1], ic = sc[r - 1];
   index_t oa = 0, ob = 0, oc = 0;
   while (true) {
@@ -57,9 +57,8 @@ void for_each_element(std::vector<index_t> const& shape, std::vector<index_t> co
 /// tensor is one run and the owned block of a haloed buffer is one run per row. Where the
 /// innermost dimension is strided in some layout the runs have length 1. Allocates nothing:
 /// element-wise kernels call it on every layer execution.
-template <class F> void for_each_run(std::vector<index_t> const& shape,
-                                     std::vector<index_t> const& sa, std::vector<index_t> const& sb,
-                                     std::vector<index_t> const& sc, F&& f) {
+template <class F>
+void for_each_run(dims const& shape, dims const& sa, dims const& sb, dims const& sc, F&& f) {
   constexpr int cap = max_dims;
   index_t ext[cap], a[cap], b[cap], c[cap];
   int r = 0;

@@ -119,13 +119,12 @@ void fast_relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_re
                });
 }
 
-template <class T> bn_stats fast_bn_partial_stats(const_tensor_ref<T> x) {
+template <class T> void fast_bn_partial_stats(const_tensor_ref<T> x, bn_stats& s) {
   auto const g = split("bn_partial_stats", "x", x);
-  bn_stats s;
   s.count = g.n * g.inner;
   s.mean.assign(static_cast<std::size_t>(g.c), 0.0);
   s.m2.assign(static_cast<std::size_t>(g.c), 0.0);
-  if (s.count == 0) return s;
+  if (s.count == 0) return;
   double const count = static_cast<double>(s.count);
 #pragma omp parallel for schedule(static) if (parallel(g))
   for (index_t c = 0; c < g.c; ++c) {
@@ -151,7 +150,6 @@ template <class T> bn_stats fast_bn_partial_stats(const_tensor_ref<T> x) {
     s.mean[static_cast<std::size_t>(c)] = mean;
     s.m2[static_cast<std::size_t>(c)] = m2;
   }
-  return s;
 }
 
 template <class T> void fast_bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,
@@ -176,14 +174,13 @@ template <class T> void fast_bn_apply(const_tensor_ref<T> x, bn_moments const& m
   }
 }
 
-template <class T> bn_grad_sums
-fast_bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m) {
+template <class T> void fast_bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                                 bn_moments const& m, bn_grad_sums& s) {
   char const* op = "bn_backward_partial";
   auto const gx = split(op, "x", x);
   auto const gd = split(op, "dy", dy);
   require_same(op, "dy", dy.shape, "x", x.shape);
   require_moments(op, m, gx.c);
-  bn_grad_sums s;
   s.count = gx.n * gx.inner;
   s.sum_dy.assign(static_cast<std::size_t>(gx.c), 0.0);
   s.sum_dy_xhat.assign(static_cast<std::size_t>(gx.c), 0.0);
@@ -202,7 +199,6 @@ fast_bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_momen
     s.sum_dy[static_cast<std::size_t>(c)] = sd;
     s.sum_dy_xhat[static_cast<std::size_t>(c)] = sdx * m.invstd[c];
   }
-  return s;
 }
 
 template <class T> void fast_bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy,
@@ -241,11 +237,11 @@ template <class T> void fast_bn_backward_apply(const_tensor_ref<T> x, const_tens
 #define HALOX_INSTANTIATE(T)                                                                       \
   template void fast_relu_forward(const_tensor_ref<T>, tensor_ref<T>);                             \
   template void fast_relu_backward(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>);       \
-  template bn_stats fast_bn_partial_stats(const_tensor_ref<T>);                                    \
+  template void fast_bn_partial_stats(const_tensor_ref<T>, bn_stats&);                             \
   template void fast_bn_apply(const_tensor_ref<T>, bn_moments const&, T const*, T const*,          \
                               tensor_ref<T>, bool);                                                \
-  template bn_grad_sums fast_bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,         \
-                                                 bn_moments const&);                               \
+  template void fast_bn_backward_partial(const_tensor_ref<T>, const_tensor_ref<T>,                 \
+                                         bn_moments const&, bn_grad_sums&);                        \
   template void fast_bn_backward_apply(const_tensor_ref<T>, const_tensor_ref<T>,                   \
                                        bn_moments const&, T const*, bn_grad_sums const&, bool,     \
                                        tensor_ref<T>);

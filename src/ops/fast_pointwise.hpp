@@ -19,13 +19,13 @@ template <class T> void fast_relu_forward(const_tensor_ref<T> x, tensor_ref<T> y
 template <class T>
 void fast_relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx);
 /// As `bn_partial_stats`: per channel the mean, then the sum of squared deviations from it.
-template <class T> [[nodiscard]] bn_stats fast_bn_partial_stats(const_tensor_ref<T> x);
+template <class T> void fast_bn_partial_stats(const_tensor_ref<T> x, bn_stats& s);
 /// As `bn_apply`; with `relu`, y = max(bn(x), 0) in the same pass.
 template <class T> void fast_bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma,
                                       T const* beta, tensor_ref<T> y, bool relu);
 /// As `bn_backward_partial`.
-template <class T> [[nodiscard]] bn_grad_sums
-fast_bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m);
+template <class T> void fast_bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                                 bn_moments const& m, bn_grad_sums& s);
 /// As `bn_backward_apply`.
 template <class T> void fast_bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy,
                                                bn_moments const& m, T const* gamma,

@@ -21,6 +21,8 @@ inline constexpr index_t parallel_min_work = index_t(1) << 18;
 
 /// Formats `[a, b, c]` for error messages.
 std::string fmt(std::vector<index_t> const& v);
+/// The same for a view's extents or strides.
+std::string fmt(dims const& v);
 /// Formats a spatial box `[lo, hi) x ...` for error messages.
 std::string fmt(box const& b);
 
@@ -63,20 +65,18 @@ std::vector<index_t> resolve(char const* op, char const* name, std::vector<index
                              int nsp, index_t def, index_t min);
 
 /// Builds and validates a convolution window (kernel from the weight shape).
-window3 conv_window(char const* op, std::vector<index_t> const& in_extent,
-                    std::vector<index_t> const& kernel, conv_params const& p);
+window3 conv_window(char const* op, dims const& in_extent, dims const& kernel,
+                    conv_params const& p);
 /// Builds and validates a pooling window.
-window3 pool_window(char const* op, std::vector<index_t> const& in_extent, pool_params const& p);
+window3 pool_window(char const* op, dims const& in_extent, pool_params const& p);
 
 /// Output shape of a convolution, checking ranks, channels and parameters (errors name `op`).
-std::vector<index_t> conv_shape(char const* op, std::vector<index_t> const& x_shape,
-                                std::vector<index_t> const& w_shape, conv_params const& p);
+std::vector<index_t> conv_shape(char const* op, dims const& x_shape, dims const& w_shape,
+                                conv_params const& p);
 /// Output shape of pooling, checking ranks and parameters.
-std::vector<index_t> pool_shape(char const* op, std::vector<index_t> const& x_shape,
-                                pool_params const& p);
+std::vector<index_t> pool_shape(char const* op, dims const& x_shape, pool_params const& p);
 /// Throws unless tensors `a` and `b` of operation `op` have the same shape.
-void require_same(char const* op, char const* a, std::vector<index_t> const& sa, char const* b,
-                  std::vector<index_t> const& sb);
+void require_same(char const* op, char const* a, dims const& sa, char const* b, dims const& sb);
 /// Throws unless views `a` and `b` of operation `op` have the same shape.
 template <class A, class B> void require_same(char const* op, char const* a,
                                               tensor_ref<A> const& ta, char const* b,
@@ -84,20 +84,20 @@ template <class A, class B> void require_same(char const* op, char const* a,
   require_same(op, a, ta.shape, b, tb.shape);
 }
 /// Throws unless `shape == expected`; `why` explains where the expectation comes from.
-void require_shape(char const* op, char const* name, std::vector<index_t> const& shape,
-                   std::vector<index_t> const& expected, std::string const& why);
+void require_shape(char const* op, char const* name, dims const& shape, dims const& expected,
+                   std::string const& why);
 
 /// A public spatial box (nd == nsp) padded to three dimensions; checks its rank.
 box3 to_box3(char const* op, char const* name, box const& b, int nsp);
 /// The spatial box `[0, shape[2 + i])` covering a whole NC... tensor.
-inline box spatial_box(std::vector<index_t> const& shape) {
+inline box spatial_box(dims const& shape) {
   box b;
   b.nd = shape.size() > 2 ? static_cast<int>(shape.size()) - 2 : 0;
   for (int i = 0; i < b.nd; ++i) b.hi[i] = shape[2 + i];
   return b;
 }
 /// The spatial extents `shape[2:]` of an NC... shape.
-inline std::vector<index_t> spatial_extent(std::vector<index_t> const& shape) {
+inline std::vector<index_t> spatial_extent(dims const& shape) {
   return shape.size() > 2 ? std::vector<index_t>(shape.begin() + 2, shape.end())
                           : std::vector<index_t>{};
 }

@@ -2,6 +2,7 @@
 // is recomputed from its window in increasing channel order, so a channel block computed with
 // its neighbours' channels at hand gives the same bits as the whole tensor.
 #include "ops/geometry.hpp"
+#include "ops/scratch.hpp"
 
 #include <halox/error.hpp>
 #include <halox/ops/lrn.hpp>
@@ -100,10 +101,9 @@ inline window rev_window(index_t c, index_t channels, lrn_params const& p) {
 // s = k + alpha / size * (sum of squares of x over the window of channel c) for the `n` values
 // of one row, into acc. `xr` points at channel x_c0 of the row.
 template <class T> void scale_row(T const* xr, index_t xsc, index_t xi, index_t x_c0, index_t c,
-                                  index_t channels, index_t n, lrn_params const& p,
-                                  std::vector<double>& acc) {
+                                  index_t channels, index_t n, lrn_params const& p, double* acc) {
   window const w = fwd_window(c, channels, p);
-  std::fill(acc.begin(), acc.begin() + n, 0.0);
+  std::fill(acc, acc + n, 0.0);
   for (index_t cc = w.lo; cc < w.hi; ++cc) {
     T const* xp = xr + (cc - x_c0) * xsc;
     for (index_t i = 0; i < n; ++i) {
@@ -148,7 +148,8 @@ template <class T> void lrn_forward_channels(const_tensor_ref<T> x, index_t x_c0
                    fwd_window(y_c0 + yc - 1, channels, p).hi, "the windows of y's channels");
   int const r = x.rank();
   index_t const xi = r > 2 ? x.strides[r - 1] : 0, yi = r > 2 ? y.strides[r - 1] : 0;
-  std::vector<double> acc(static_cast<std::size_t>(r > 2 ? x.shape[r - 1] : 1));
+  double* const acc = detail::thread_scratch<double, struct lrn_acc>(
+      static_cast<std::size_t>(r > 2 ? x.shape[r - 1] : 1));
   dims const* const st[2] = {&x.strides, &y.strides};
   for_each_row(x.shape, st, [&](index_t const* off, index_t n) {
     T const* xr = x.data + off[0];
@@ -181,7 +182,8 @@ template <class T> void lrn_backward_terms(const_tensor_ref<T> x, index_t x_c0, 
   int const r = x.rank();
   index_t const xi = r > 2 ? x.strides[r - 1] : 0, di = r > 2 ? dy.strides[r - 1] : 0,
                 ti = r > 2 ? t.strides[r - 1] : 0;
-  std::vector<double> acc(static_cast<std::size_t>(r > 2 ? x.shape[r - 1] : 1));
+  double* const acc = detail::thread_scratch<double, struct lrn_acc>(
+      static_cast<std::size_t>(r > 2 ? x.shape[r - 1] : 1));
   dims const* const st[3] = {&x.strides, &dy.strides, &t.strides};
   for_each_row(x.shape, st, [&](index_t const* off, index_t n) {
     T const* xr = x.data + off[0];
@@ -224,7 +226,8 @@ template <class T> void lrn_backward_apply(const_tensor_ref<T> x, index_t x_c0, 
   index_t const xi = r > 2 ? x.strides[r - 1] : 0, di = r > 2 ? dy.strides[r - 1] : 0,
                 ti = r > 2 ? t.strides[r - 1] : 0, oi = r > 2 ? dx.strides[r - 1] : 0;
   std::size_t const len = static_cast<std::size_t>(r > 2 ? x.shape[r - 1] : 1);
-  std::vector<double> acc(len), sum(len);
+  double* const acc = detail::thread_scratch<double, struct lrn_acc>(len);
+  double* const sum = detail::thread_scratch<double, struct lrn_sum>(len);
   double const coef = 2.0 * p.alpha * p.beta / p.size;
   dims const* const st[4] = {&x.strides, &dy.strides, &t.strides, &dx.strides};
   for_each_row(x.shape, st, [&](index_t const* off, index_t n) {
@@ -232,7 +235,7 @@ template <class T> void lrn_backward_apply(const_tensor_ref<T> x, index_t x_c0, 
     for (index_t c = dx_c0; c < dx_c0 + dc; ++c) {
       scale_row(xr, x.strides[1], xi, x_c0, c, channels, n, p, acc);
       window const w = rev_window(c, channels, p);
-      std::fill(sum.begin(), sum.begin() + n, 0.0);
+      std::fill(sum, sum + n, 0.0);
       for (index_t j = w.lo; j < w.hi; ++j) {
         double const* tp = t.data + off[2] + (j - t_c0) * t.strides[1];
         for (index_t i = 0; i < n; ++i) sum[i] += tp[i * ti];
@@ -270,8 +273,9 @@ template <class T> void lrn_backward(const_tensor_ref<T> x, const_tensor_ref<T> 
   require_same(op, "dy", dy, "x", x);
   require_same(op, "dx", dx, "x", x);
   check_lrn_params(p, op);
-  std::vector<double> t(static_cast<std::size_t>(x.size()));
-  tensor_ref<double> const tr(t.data(), x.shape);
+  double* const t =
+      detail::thread_scratch<double, struct lrn_terms>(static_cast<std::size_t>(x.size()));
+  tensor_ref<double> const tr(t, x.shape);
   index_t const c = x.shape[1];
   lrn_backward_terms<T>(x, 0, c, dy, tr, 0, p);
   lrn_backward_apply<T>(x, 0, c, dy, tr, 0, dx, 0, p);

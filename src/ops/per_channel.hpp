@@ -16,7 +16,7 @@ namespace halox::ops::detail {
 /// Shape and strides of everything after the channel dimension (empty for [N, C]).
 struct per_channel {
   index_t n = 0, c = 0, sn = 0, sc = 0, inner = 1;
-  std::vector<index_t> rest, rest_strides;
+  dims rest, rest_strides;
 };
 
 /// Checks that `t` is a valid [N, C, ...] view of rank >= 2 and splits it into planes.

@@ -129,15 +129,14 @@ template <class T> void backward_kernel(window3 const& w, pool_params const& p,
   }
 }
 
-void require_match(char const* op, char const* a, std::vector<index_t> const& sa, char const* b,
-                   std::vector<index_t> const& sb) {
+void require_match(char const* op, char const* a, dims const& sa, char const* b, dims const& sb) {
   HALOX_REQUIRE(sa[0] == sb[0] && sa[1] == sb[1], bad,
                 std::string(op) + ": " + a + " " + fmt(sa) + " and " + b + " " + fmt(sb) +
                     " must have the same batch and channel extents");
 }
 
 template <class T> void forward_impl(char const* op, const_block_ref<T> const& x,
-                                     std::vector<index_t> const& in_extent, block_ref<T> const& y,
+                                     dims const& in_extent, block_ref<T> const& y,
                                      box const& out_box, pool_params const& p) {
   int const nsp = spatial_dims(op, "x", x.ref.rank());
   block3<T const> xb = to_block3(op, "x", x, nsp);
@@ -155,9 +154,9 @@ template <class T> void forward_impl(char const* op, const_block_ref<T> const& x
 }
 
 template <class T> void backward_impl(char const* op, const_block_ref<T> const& x,
-                                      const_block_ref<T> const& dy,
-                                      std::vector<index_t> const& in_extent, block_ref<T> const& dx,
-                                      box const& in_box, pool_params const& p) {
+                                      const_block_ref<T> const& dy, dims const& in_extent,
+                                      block_ref<T> const& dx, box const& in_box,
+                                      pool_params const& p) {
   int const nsp = spatial_dims(op, "dx", dx.ref.rank());
   block3<T> dxb = to_block3(op, "dx", dx, nsp);
   block3<T const> dyb = to_block3(op, "dy", dy, nsp);
@@ -184,9 +183,8 @@ template <class T> void backward_impl(char const* op, const_block_ref<T> const& 
 } // namespace
 } // namespace detail
 
-template <class T> void pool_forward_box(const_block_ref<T> x,
-                                         std::vector<index_t> const& in_extent, block_ref<T> y,
-                                         box const& out_box, pool_params const& p) {
+template <class T> void pool_forward_box(const_block_ref<T> x, dims const& in_extent,
+                                         block_ref<T> y, box const& out_box, pool_params const& p) {
   detail::forward_impl("pool_forward_box", x, in_extent, y, out_box, p);
 }
 
@@ -200,8 +198,8 @@ template <class T> void pool_forward(const_tensor_ref<T> x, tensor_ref<T> y, poo
 }
 
 template <class T> void pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
-                                          std::vector<index_t> const& in_extent, block_ref<T> dx,
-                                          box const& in_box, pool_params const& p) {
+                                          dims const& in_extent, block_ref<T> dx, box const& in_box,
+                                          pool_params const& p) {
   detail::backward_impl("pool_backward_box", x, dy, in_extent, dx, in_box, p);
 }
 
@@ -222,13 +220,12 @@ template <class T> void pool_backward(const_tensor_ref<T> x, const_tensor_ref<T>
 
 #define HALOX_INSTANTIATE(T)                                                                       \
   template void pool_forward(const_tensor_ref<T>, tensor_ref<T>, pool_params const&);              \
-  template void pool_forward_box(const_block_ref<T>, std::vector<index_t> const&, block_ref<T>,    \
-                                 box const&, pool_params const&);                                  \
+  template void pool_forward_box(const_block_ref<T>, dims const&, block_ref<T>, box const&,        \
+                                 pool_params const&);                                              \
   template void pool_backward(const_tensor_ref<T>, const_tensor_ref<T>, tensor_ref<T>,             \
                               pool_params const&);                                                 \
-  template void pool_backward_box(const_block_ref<T>, const_block_ref<T>,                          \
-                                  std::vector<index_t> const&, block_ref<T>, box const&,           \
-                                  pool_params const&);
+  template void pool_backward_box(const_block_ref<T>, const_block_ref<T>, dims const&,             \
+                                  block_ref<T>, box const&, pool_params const&);
 HALOX_INSTANTIATE(float)
 HALOX_INSTANTIATE(double)
 #undef HALOX_INSTANTIATE

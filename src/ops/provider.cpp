@@ -148,31 +148,28 @@ template <class T> compute_provider local_kernels<T>::provider() const noexcept 
 template <class T> int local_kernels<T>::threads() const noexcept { return threads_; }
 
 template <class T>
-void local_kernels<T>::conv_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+void local_kernels<T>::conv_forward_box(const_block_ref<T> x, dims const& in_extent,
                                         const_tensor_ref<T> w, T const* bias, block_ref<T> y,
                                         box const& out_box, conv_params const& p) {
   thread_scope s(threads_);
   impl_->conv_forward(std::move(x), in_extent, std::move(w), bias, std::move(y), out_box, p);
 }
 template <class T>
-void local_kernels<T>::conv_forward_relu_box(const_block_ref<T> x,
-                                             std::vector<index_t> const& in_extent,
+void local_kernels<T>::conv_forward_relu_box(const_block_ref<T> x, dims const& in_extent,
                                              const_tensor_ref<T> w, T const* bias, block_ref<T> y,
                                              box const& out_box, conv_params const& p) {
   thread_scope s(threads_);
   impl_->conv_forward_relu(std::move(x), in_extent, std::move(w), bias, std::move(y), out_box, p);
 }
 template <class T>
-void local_kernels<T>::conv_backward_data_box(const_block_ref<T> dy,
-                                              std::vector<index_t> const& in_extent,
+void local_kernels<T>::conv_backward_data_box(const_block_ref<T> dy, dims const& in_extent,
                                               const_tensor_ref<T> w, block_ref<T> dx,
                                               box const& in_box, conv_params const& p) {
   thread_scope s(threads_);
   impl_->conv_backward_data(std::move(dy), in_extent, std::move(w), std::move(dx), in_box, p);
 }
 template <class T>
-void local_kernels<T>::conv_backward_weights_box(const_block_ref<T> x,
-                                                 std::vector<index_t> const& in_extent,
+void local_kernels<T>::conv_backward_weights_box(const_block_ref<T> x, dims const& in_extent,
                                                  const_block_ref<T> dy, tensor_ref<T> dw,
                                                  box const& out_box, conv_params const& p) {
   thread_scope s(threads_);
@@ -184,15 +181,15 @@ void local_kernels<T>::conv_backward_bias_box(const_block_ref<T> dy, box const& 
   impl_->conv_backward_bias(std::move(dy), out_box, db);
 }
 template <class T>
-void local_kernels<T>::pool_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                                        block_ref<T> y, box const& out_box, pool_params const& p) {
+void local_kernels<T>::pool_forward_box(const_block_ref<T> x, dims const& in_extent, block_ref<T> y,
+                                        box const& out_box, pool_params const& p) {
   thread_scope s(threads_);
   impl_->pool_forward(std::move(x), in_extent, std::move(y), out_box, p);
 }
 template <class T>
 void local_kernels<T>::pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
-                                         std::vector<index_t> const& in_extent, block_ref<T> dx,
-                                         box const& in_box, pool_params const& p) {
+                                         dims const& in_extent, block_ref<T> dx, box const& in_box,
+                                         pool_params const& p) {
   thread_scope s(threads_);
   impl_->pool_backward(std::move(x), std::move(dy), in_extent, std::move(dx), in_box, p);
 }
@@ -206,14 +203,26 @@ template <class T> void local_kernels<T>::relu_backward(const_tensor_ref<T> x,
   impl_->relu_backward(std::move(x), std::move(dy), std::move(dx));
 }
 template <class T> bn_stats local_kernels<T>::bn_partial_stats(const_tensor_ref<T> x) {
+  bn_stats out;
+  bn_partial_stats(x, out);
+  return out;
+}
+template <class T> void local_kernels<T>::bn_partial_stats(const_tensor_ref<T> x, bn_stats& out) {
   thread_scope s(threads_);
-  return impl_->bn_partial_stats(std::move(x));
+  impl_->bn_partial_stats(x, out);
 }
 template <class T> bn_grad_sums local_kernels<T>::bn_backward_partial(const_tensor_ref<T> x,
                                                                       const_tensor_ref<T> dy,
                                                                       bn_moments const& m) {
+  bn_grad_sums out;
+  bn_backward_partial(x, dy, m, out);
+  return out;
+}
+template <class T>
+void local_kernels<T>::bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                           bn_moments const& m, bn_grad_sums& out) {
   thread_scope s(threads_);
-  return impl_->bn_backward_partial(std::move(x), std::move(dy), m);
+  impl_->bn_backward_partial(x, dy, m, out);
 }
 template <class T> void local_kernels<T>::bn_apply(const_tensor_ref<T> x, bn_moments const& m,
                                                    T const* gamma, T const* beta, tensor_ref<T> y) {

@@ -22,26 +22,26 @@ public:
   virtual ~compute_kernels() = default;
   [[nodiscard]] virtual compute_provider kind() const noexcept = 0;
 
-  virtual void conv_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                            const_tensor_ref<T> w, T const* bias, block_ref<T> y,
-                            box const& out_box, conv_params const& p) = 0;
-  virtual void conv_backward_data(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
+  virtual void conv_forward(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
+                            T const* bias, block_ref<T> y, box const& out_box,
+                            conv_params const& p) = 0;
+  virtual void conv_backward_data(const_block_ref<T> dy, dims const& in_extent,
                                   const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
                                   conv_params const& p) = 0;
-  virtual void conv_backward_weights(const_block_ref<T> x, std::vector<index_t> const& in_extent,
+  virtual void conv_backward_weights(const_block_ref<T> x, dims const& in_extent,
                                      const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
                                      conv_params const& p) = 0;
   virtual void conv_backward_bias(const_block_ref<T> dy, box const& out_box, T* db) = 0;
-  virtual void pool_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                            block_ref<T> y, box const& out_box, pool_params const& p) = 0;
-  virtual void pool_backward(const_block_ref<T> x, const_block_ref<T> dy,
-                             std::vector<index_t> const& in_extent, block_ref<T> dx,
-                             box const& in_box, pool_params const& p) = 0;
+  virtual void pool_forward(const_block_ref<T> x, dims const& in_extent, block_ref<T> y,
+                            box const& out_box, pool_params const& p) = 0;
+  virtual void pool_backward(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
+                             block_ref<T> dx, box const& in_box, pool_params const& p) = 0;
   virtual void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) = 0;
   virtual void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx) = 0;
-  virtual bn_stats bn_partial_stats(const_tensor_ref<T> x) = 0;
-  virtual bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
-                                           bn_moments const& m) = 0;
+  // The statistics go into the caller's structures, whose storage is reused from step to step.
+  virtual void bn_partial_stats(const_tensor_ref<T> x, bn_stats& out) = 0;
+  virtual void bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                   bn_moments const& m, bn_grad_sums& out) = 0;
   virtual void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
                         tensor_ref<T> y) = 0;
   virtual void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
@@ -49,9 +49,9 @@ public:
                                  tensor_ref<T> dx) = 0;
   /// conv_forward followed by ReLU on the box of y it wrote. This default runs the two passes;
   /// oneDNN applies the ReLU inside the convolution (a post-op).
-  virtual void conv_forward_relu(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                                 const_tensor_ref<T> w, T const* bias, block_ref<T> y,
-                                 box const& out_box, conv_params const& p) {
+  virtual void conv_forward_relu(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
+                                 T const* bias, block_ref<T> y, box const& out_box,
+                                 conv_params const& p) {
     conv_forward(x, in_extent, w, bias, y, out_box, p);
     box b; // out_box in y's own index coordinates, all batch and channel positions
     b.nd = y.ref.rank();

@@ -63,6 +63,8 @@ void require_real_taps(char const* op, int dim, window3 const& w, int i) {
 
 } // namespace
 
+std::string fmt(dims const& v) { return fmt(std::vector<index_t>(v)); }
+
 std::string fmt(std::vector<index_t> const& v) {
   std::ostringstream os;
   os << '[';
@@ -117,10 +119,9 @@ std::vector<index_t> resolve(char const* op, char const* name, std::vector<index
 }
 
 namespace {
-window3 make_window(char const* op, std::vector<index_t> const& in_extent,
-                    std::vector<index_t> const& k, std::vector<index_t> const& s,
-                    std::vector<index_t> const& pl, std::vector<index_t> const& ph,
-                    std::vector<index_t> const& d) {
+window3 make_window(char const* op, dims const& in_extent, dims const& k,
+                    std::vector<index_t> const& s, std::vector<index_t> const& pl,
+                    std::vector<index_t> const& ph, std::vector<index_t> const& d) {
   window3 w;
   w.nsp = static_cast<int>(in_extent.size());
   int off = s3 - w.nsp;
@@ -142,8 +143,8 @@ window3 make_window(char const* op, std::vector<index_t> const& in_extent,
 }
 } // namespace
 
-window3 conv_window(char const* op, std::vector<index_t> const& in_extent,
-                    std::vector<index_t> const& kernel, conv_params const& p) {
+window3 conv_window(char const* op, dims const& in_extent, dims const& kernel,
+                    conv_params const& p) {
   int nsp = static_cast<int>(in_extent.size());
   HALOX_REQUIRE(nsp >= 1 && nsp <= 3, bad,
                 std::string(op) + ": input extent " + fmt(in_extent) +
@@ -158,7 +159,7 @@ window3 conv_window(char const* op, std::vector<index_t> const& in_extent,
                      resolve(op, "dilation", p.dilation, nsp, 1, 1));
 }
 
-window3 pool_window(char const* op, std::vector<index_t> const& in_extent, pool_params const& p) {
+window3 pool_window(char const* op, dims const& in_extent, pool_params const& p) {
   int nsp = static_cast<int>(in_extent.size());
   HALOX_REQUIRE(nsp >= 1 && nsp <= 3, bad,
                 std::string(op) + ": input extent " + fmt(in_extent) +
@@ -337,8 +338,8 @@ index_t conv_output_extent(index_t in, index_t kernel, index_t stride, index_t p
 }
 
 namespace detail {
-std::vector<index_t> conv_shape(char const* op, std::vector<index_t> const& x_shape,
-                                std::vector<index_t> const& w_shape, conv_params const& p) {
+std::vector<index_t> conv_shape(char const* op, dims const& x_shape, dims const& w_shape,
+                                conv_params const& p) {
   int nsp = spatial_dims(op, "x", static_cast<int>(x_shape.size()));
   HALOX_REQUIRE(w_shape.size() == x_shape.size(), bad,
                 std::string(op) + ": w has shape " + fmt(w_shape) + " but x has shape " +
@@ -356,8 +357,7 @@ std::vector<index_t> conv_shape(char const* op, std::vector<index_t> const& x_sh
   return out;
 }
 
-std::vector<index_t> pool_shape(char const* op, std::vector<index_t> const& x_shape,
-                                pool_params const& p) {
+std::vector<index_t> pool_shape(char const* op, dims const& x_shape, pool_params const& p) {
   int nsp = spatial_dims(op, "x", static_cast<int>(x_shape.size()));
   std::vector<index_t> in(x_shape.begin() + 2, x_shape.end());
   window3 w = pool_window(op, in, p);
@@ -366,56 +366,53 @@ std::vector<index_t> pool_shape(char const* op, std::vector<index_t> const& x_sh
   return out;
 }
 
-void require_same(char const* op, char const* a, std::vector<index_t> const& sa, char const* b,
-                  std::vector<index_t> const& sb) {
+void require_same(char const* op, char const* a, dims const& sa, char const* b, dims const& sb) {
   HALOX_REQUIRE(sa == sb, bad,
                 std::string(op) + ": " + a + " has shape " + fmt(sa) + " but " + b + " has shape " +
                     fmt(sb) + "; they must match");
 }
 
-void require_shape(char const* op, char const* name, std::vector<index_t> const& shape,
-                   std::vector<index_t> const& expected, std::string const& why) {
+void require_shape(char const* op, char const* name, dims const& shape, dims const& expected,
+                   std::string const& why) {
   HALOX_REQUIRE(shape == expected, bad,
                 std::string(op) + ": " + name + " has shape " + fmt(shape) + "; expected " +
                     fmt(expected) + " " + why);
 }
 } // namespace detail
 
-std::vector<index_t> conv_output_shape(std::vector<index_t> const& x_shape,
-                                       std::vector<index_t> const& w_shape, conv_params const& p) {
+std::vector<index_t> conv_output_shape(dims const& x_shape, dims const& w_shape,
+                                       conv_params const& p) {
   return detail::conv_shape("conv_output_shape", x_shape, w_shape, p);
 }
 
-std::vector<index_t> pool_output_shape(std::vector<index_t> const& x_shape, pool_params const& p) {
+std::vector<index_t> pool_output_shape(dims const& x_shape, pool_params const& p) {
   return detail::pool_shape("pool_output_shape", x_shape, p);
 }
 
-box conv_input_footprint(box const& out_box, std::vector<index_t> const& in_extent,
-                         std::vector<index_t> const& kernel, conv_params const& p) {
+box conv_input_footprint(box const& out_box, dims const& in_extent, dims const& kernel,
+                         conv_params const& p) {
   char const* op = "conv_input_footprint";
   detail::window3 w = detail::conv_window(op, in_extent, kernel, p);
   return detail::from_box3(
       detail::input_footprint(w, detail::to_box3(op, "out_box", out_box, w.nsp)), w.nsp);
 }
 
-box conv_output_footprint(box const& in_box, std::vector<index_t> const& in_extent,
-                          std::vector<index_t> const& kernel, conv_params const& p) {
+box conv_output_footprint(box const& in_box, dims const& in_extent, dims const& kernel,
+                          conv_params const& p) {
   char const* op = "conv_output_footprint";
   detail::window3 w = detail::conv_window(op, in_extent, kernel, p);
   return detail::from_box3(
       detail::output_footprint(w, detail::to_box3(op, "in_box", in_box, w.nsp)), w.nsp);
 }
 
-box pool_input_footprint(box const& out_box, std::vector<index_t> const& in_extent,
-                         pool_params const& p) {
+box pool_input_footprint(box const& out_box, dims const& in_extent, pool_params const& p) {
   char const* op = "pool_input_footprint";
   detail::window3 w = detail::pool_window(op, in_extent, p);
   return detail::from_box3(
       detail::input_footprint(w, detail::to_box3(op, "out_box", out_box, w.nsp)), w.nsp);
 }
 
-box pool_output_footprint(box const& in_box, std::vector<index_t> const& in_extent,
-                          pool_params const& p) {
+box pool_output_footprint(box const& in_box, dims const& in_extent, pool_params const& p) {
   char const* op = "pool_output_footprint";
   detail::window3 w = detail::pool_window(op, in_extent, p);
   return detail::from_box3(

@@ -60,6 +60,9 @@ struct bn_params {
 
 /// (count, mean, M2) of each channel of `x` [N, C, ...].
 template <class T> [[nodiscard]] bn_stats bn_partial_stats(const_tensor_ref<T> x);
+/// The same into `out`, reusing its storage: allocates nothing once `out` has held as many
+/// channels (the `*_into` forms serve layers that run every step).
+template <class T> void bn_partial_stats_into(const_tensor_ref<T> x, bn_stats& out);
 
 /// Merges `other` into `into` (same channel count; either may be empty, count 0). Commutative
 /// and associative up to rounding, so usable as the combine step of any reduction tree.
@@ -71,10 +74,16 @@ void bn_merge_stats(bn_stats& into, bn_stats const& other);
 template <class T> [[nodiscard]] bn_moments bn_finalize_stats(bn_stats const& total, double eps,
                                                               double momentum, T* running_mean,
                                                               T* running_var);
+/// The same into `out`, reusing its storage.
+template <class T> void bn_finalize_stats_into(bn_stats const& total, double eps, double momentum,
+                                               T* running_mean, T* running_var, bn_moments& out);
 
 /// Inference moments from running statistics (length `channels`).
 template <class T> [[nodiscard]] bn_moments
 bn_inference_moments(T const* running_mean, T const* running_var, index_t channels, double eps);
+/// The same into `out`, reusing its storage.
+template <class T> void bn_inference_moments_into(T const* running_mean, T const* running_var,
+                                                  index_t channels, double eps, bn_moments& out);
 
 /// y = (x - mean) * invstd * gamma + beta. `gamma` and `beta` may be null (1 and 0); `y` may
 /// be `x` itself.
@@ -84,6 +93,9 @@ template <class T> void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T c
 /// Partial backward sums of a block: sum of dy and of dy * xhat per channel.
 template <class T> [[nodiscard]] bn_grad_sums
 bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m);
+/// The same into `out`, reusing its storage.
+template <class T> void bn_backward_partial_into(const_tensor_ref<T> x, const_tensor_ref<T> dy,
+                                                 bn_moments const& m, bn_grad_sums& out);
 
 /// Adds `other` into `into` (same channel count; either may be empty).
 void bn_merge_grad_sums(bn_grad_sums& into, bn_grad_sums const& other);

@@ -34,8 +34,7 @@ template <class T> void conv_forward(const_tensor_ref<T> x, const_tensor_ref<T> 
 /// input `o * stride - pad_lo + k * dilation`, found in `x` at that minus `x.origin`;
 /// `x` must cover `conv_input_footprint(out_box, ...)` and `y` must cover `out_box`. Outputs
 /// of `y` outside `out_box` are not touched.
-template <class T> void conv_forward_box(const_block_ref<T> x,
-                                         std::vector<index_t> const& in_extent,
+template <class T> void conv_forward_box(const_block_ref<T> x, dims const& in_extent,
                                          const_tensor_ref<T> w, T const* bias, block_ref<T> y,
                                          box const& out_box, conv_params const& p);
 
@@ -48,8 +47,7 @@ template <class T> void conv_backward_data(const_tensor_ref<T> dy, const_tensor_
 /// Each dx position gathers every dy position whose window reads it; `dy` must cover
 /// `conv_output_footprint(in_box, ...)` (positions outside the global output need not be
 /// present) and `dx` must cover `in_box`.
-template <class T> void conv_backward_data_box(const_block_ref<T> dy,
-                                               std::vector<index_t> const& in_extent,
+template <class T> void conv_backward_data_box(const_block_ref<T> dy, dims const& in_extent,
                                                const_tensor_ref<T> w, block_ref<T> dx,
                                                box const& in_box, conv_params const& p);
 
@@ -63,8 +61,7 @@ template <class T> void conv_backward_weights(const_tensor_ref<T> x, const_tenso
 /// Accumulates, so the contributions of disjoint boxes (interior and boundary, or different
 /// ranks before an all-reduce) sum to the whole-tensor gradient. `x` must cover
 /// `conv_input_footprint(out_box, ...)` and `dy` must cover `out_box`. Sums run in double.
-template <class T> void conv_backward_weights_box(const_block_ref<T> x,
-                                                  std::vector<index_t> const& in_extent,
+template <class T> void conv_backward_weights_box(const_block_ref<T> x, dims const& in_extent,
                                                   const_block_ref<T> dy, tensor_ref<T> dw,
                                                   box const& out_box, conv_params const& p);
 

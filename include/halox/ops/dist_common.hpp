@@ -81,7 +81,6 @@ template <class T> [[nodiscard]] block_ref<T> haloed_block(tensor_view const& v)
   int const nd = d.ndim();
   block_ref<T> b;
   box const own = d.owned_box();
-  auto const off = d.owned_offset();
   b.ref.strides = d.strides();
   b.ref.shape = d.local_shape();
   b.origin.assign(static_cast<std::size_t>(nd > 2 ? nd - 2 : 0), 0);
@@ -89,10 +88,11 @@ template <class T> [[nodiscard]] block_ref<T> haloed_block(tensor_view const& v)
     b.ref.shape.assign(static_cast<std::size_t>(nd), 0);
     return b;
   }
-  b.ref.data = static_cast<T*>(v.data) + off[0] * d.strides()[0] + off[1] * d.strides()[1];
+  b.ref.data = static_cast<T*>(v.data) + d.owned_offset(0) * d.strides()[0] +
+               d.owned_offset(1) * d.strides()[1];
   b.ref.shape[0] = own.extent(0);
   b.ref.shape[1] = own.extent(1);
-  for (int i = 2; i < nd; ++i) b.origin[i - 2] = own.lo[i] - off[i];
+  for (int i = 2; i < nd; ++i) b.origin[i - 2] = own.lo[i] - d.owned_offset(i);
   return b;
 }
 

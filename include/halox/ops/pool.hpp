@@ -22,9 +22,8 @@ template <class T> void pool_forward(const_tensor_ref<T> x, tensor_ref<T> y, poo
 
 /// Computes the outputs in `out_box` (global output coordinates); `x` must cover
 /// `pool_input_footprint(out_box, ...)` and `y` must cover `out_box`.
-template <class T> void pool_forward_box(const_block_ref<T> x,
-                                         std::vector<index_t> const& in_extent, block_ref<T> y,
-                                         box const& out_box, pool_params const& p);
+template <class T> void pool_forward_box(const_block_ref<T> x, dims const& in_extent,
+                                         block_ref<T> y, box const& out_box, pool_params const& p);
 
 /// dx = gradient with respect to x over the whole tensor (overwrites dx). Max pooling reads x
 /// to find the winners again; average pooling ignores x (it may be an empty view).
@@ -38,7 +37,7 @@ template <class T> void pool_backward(const_tensor_ref<T> x, const_tensor_ref<T>
 /// footprint of that output box (the windows are re-evaluated to find their maxima). `x` is
 /// ignored for average pooling.
 template <class T> void pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
-                                          std::vector<index_t> const& in_extent, block_ref<T> dx,
-                                          box const& in_box, pool_params const& p);
+                                          dims const& in_extent, block_ref<T> dx, box const& in_box,
+                                          pool_params const& p);
 
 } // namespace halox::ops

@@ -75,40 +75,41 @@ public:
   [[nodiscard]] int threads() const noexcept;
 
   /// As `conv_forward_box`.
-  void conv_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                        const_tensor_ref<T> w, T const* bias, block_ref<T> y, box const& out_box,
-                        conv_params const& p);
+  void conv_forward_box(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
+                        T const* bias, block_ref<T> y, box const& out_box, conv_params const& p);
   /// As `conv_forward_box` followed by `relu_forward` on the box it wrote (one pass where the
   /// provider fuses them: oneDNN's ReLU post-op).
-  void conv_forward_relu_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                             const_tensor_ref<T> w, T const* bias, block_ref<T> y,
-                             box const& out_box, conv_params const& p);
+  void conv_forward_relu_box(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
+                             T const* bias, block_ref<T> y, box const& out_box,
+                             conv_params const& p);
   /// As `conv_backward_data_box`.
-  void conv_backward_data_box(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
-                              const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
-                              conv_params const& p);
+  void conv_backward_data_box(const_block_ref<T> dy, dims const& in_extent, const_tensor_ref<T> w,
+                              block_ref<T> dx, box const& in_box, conv_params const& p);
   /// As `conv_backward_weights_box` (accumulates into dw).
-  void conv_backward_weights_box(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                                 const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
-                                 conv_params const& p);
+  void conv_backward_weights_box(const_block_ref<T> x, dims const& in_extent, const_block_ref<T> dy,
+                                 tensor_ref<T> dw, box const& out_box, conv_params const& p);
   /// As `conv_backward_bias_box` (accumulates into db).
   void conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db);
   /// As `pool_forward_box`.
-  void pool_forward_box(const_block_ref<T> x, std::vector<index_t> const& in_extent, block_ref<T> y,
+  void pool_forward_box(const_block_ref<T> x, dims const& in_extent, block_ref<T> y,
                         box const& out_box, pool_params const& p);
   /// As `pool_backward_box`.
-  void pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
-                         std::vector<index_t> const& in_extent, block_ref<T> dx, box const& in_box,
-                         pool_params const& p);
+  void pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
+                         block_ref<T> dx, box const& in_box, pool_params const& p);
   /// As `relu_forward`.
   void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y);
   /// As `relu_backward`.
   void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx);
   /// As `bn_partial_stats`.
   [[nodiscard]] bn_stats bn_partial_stats(const_tensor_ref<T> x);
+  /// As `bn_partial_stats_into`: reuses `out`'s storage.
+  void bn_partial_stats(const_tensor_ref<T> x, bn_stats& out);
   /// As `bn_backward_partial`.
   [[nodiscard]] bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
                                                  bn_moments const& m);
+  /// As `bn_backward_partial_into`: reuses `out`'s storage.
+  void bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
+                           bn_grad_sums& out);
   /// As `bn_apply`.
   void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
                 tensor_ref<T> y);

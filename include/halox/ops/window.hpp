@@ -10,6 +10,7 @@
 /// PyTorch's rule with `ceil_mode=False`.
 
 #include <halox/box.hpp>
+#include <halox/ops/dims.hpp>
 
 #include <vector>
 
@@ -55,33 +56,31 @@ struct pool_params {
 
 /// Output shape [N, Cout, out...] of a convolution of `x_shape` [N, Cin, in...] with weights
 /// `w_shape` [Cout, Cin, k...]; checks ranks, channels and parameters.
-[[nodiscard]] std::vector<index_t> conv_output_shape(std::vector<index_t> const& x_shape,
-                                                     std::vector<index_t> const& w_shape,
+[[nodiscard]] std::vector<index_t> conv_output_shape(dims const& x_shape, dims const& w_shape,
                                                      conv_params const& p);
 
 /// Output shape [N, C, out...] of pooling `x_shape` [N, C, in...]; checks ranks and parameters.
-[[nodiscard]] std::vector<index_t> pool_output_shape(std::vector<index_t> const& x_shape,
-                                                     pool_params const& p);
+[[nodiscard]] std::vector<index_t> pool_output_shape(dims const& x_shape, pool_params const& p);
 
 /// Global input box (spatial dims, clipped to `[0, in_extent)`) that a convolution reads to
 /// compute the output box `out_box`: the halo a distributed forward needs. It is the span of
 /// the windows (taps skipped by dilation or stride inside it are included); when the outputs
 /// read padding only it is empty, returned as `[0, 0)` in every dimension.
-[[nodiscard]] box conv_input_footprint(box const& out_box, std::vector<index_t> const& in_extent,
-                                       std::vector<index_t> const& kernel, conv_params const& p);
+[[nodiscard]] box conv_input_footprint(box const& out_box, dims const& in_extent,
+                                       dims const& kernel, conv_params const& p);
 
 /// Global output box (clipped to the output extent) of every output position whose window
 /// touches the input box `in_box`: the part of dy that backward-data needs for `in_box`.
 /// Empty results are `[0, 0)` in every dimension.
-[[nodiscard]] box conv_output_footprint(box const& in_box, std::vector<index_t> const& in_extent,
-                                        std::vector<index_t> const& kernel, conv_params const& p);
+[[nodiscard]] box conv_output_footprint(box const& in_box, dims const& in_extent,
+                                        dims const& kernel, conv_params const& p);
 
 /// As `conv_input_footprint`, for pooling windows.
-[[nodiscard]] box pool_input_footprint(box const& out_box, std::vector<index_t> const& in_extent,
+[[nodiscard]] box pool_input_footprint(box const& out_box, dims const& in_extent,
                                        pool_params const& p);
 
 /// As `conv_output_footprint`, for pooling windows.
-[[nodiscard]] box pool_output_footprint(box const& in_box, std::vector<index_t> const& in_extent,
+[[nodiscard]] box pool_output_footprint(box const& in_box, dims const& in_extent,
                                         pool_params const& p);
 
 } // namespace halox::ops

@@ -168,8 +168,8 @@ public:
 
   compute_provider kind() const noexcept override { return compute_provider::cudnn; }
 
-  void conv_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                    const_tensor_ref<T> w, T const* bias, block_ref<T> y, box const& out_box,
+  void conv_forward(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
+                    T const* bias, block_ref<T> y, box const& out_box,
                     conv_params const& p) override {
     char const* op = "conv_forward_box (cudnn)";
     int const nsp = spatial_dims(op, "x", x.ref.rank());
@@ -198,9 +198,8 @@ public:
     if (bias != nullptr) add_bias(yv, bias, cout);
   }
 
-  void conv_backward_data(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
-                          const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
-                          conv_params const& p) override {
+  void conv_backward_data(const_block_ref<T> dy, dims const& in_extent, const_tensor_ref<T> w,
+                          block_ref<T> dx, box const& in_box, conv_params const& p) override {
     char const* op = "conv_backward_data_box (cudnn)";
     int const nsp = spatial_dims(op, "dx", dx.ref.rank());
     block3<T> dxb = to_block3(op, "dx", dx, nsp);
@@ -283,9 +282,8 @@ public:
     copy(sub(full, dxv.dims, off), dxv);
   }
 
-  void conv_backward_weights(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                             const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
-                             conv_params const& p) override {
+  void conv_backward_weights(const_block_ref<T> x, dims const& in_extent, const_block_ref<T> dy,
+                             tensor_ref<T> dw, box const& out_box, conv_params const& p) override {
     char const* op = "conv_backward_weights_box (cudnn)";
     int const nsp = spatial_dims(op, "x", x.ref.rank());
     block3<T const> xb = to_block3(op, "x", x, nsp);
@@ -331,8 +329,8 @@ public:
     HALOX_CUDNN(cudnnConvolutionBackwardBias(h_, &one, td.d, dyv.ptr, &one, bd.d, db));
   }
 
-  void pool_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent, block_ref<T> y,
-                    box const& out_box, pool_params const& p) override {
+  void pool_forward(const_block_ref<T> x, dims const& in_extent, block_ref<T> y, box const& out_box,
+                    pool_params const& p) override {
     char const* op = "pool_forward_box (cudnn)";
     int const nsp = spatial_dims(op, "x", x.ref.rank());
     block3<T const> xb = to_block3(op, "x", x, nsp);
@@ -359,9 +357,8 @@ public:
     HALOX_CUDNN(cudnnPoolingForward(h_, pd.d, &one, xd.d, xv.ptr, &zero, yd.d, yv.ptr));
   }
 
-  void pool_backward(const_block_ref<T> x, const_block_ref<T> dy,
-                     std::vector<index_t> const& in_extent, block_ref<T> dx, box const& in_box,
-                     pool_params const& p) override {
+  void pool_backward(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
+                     block_ref<T> dx, box const& in_box, pool_params const& p) override {
     char const* op = "pool_backward_box (cudnn)";
     int const nsp = spatial_dims(op, "dx", dx.ref.rank());
     block3<T> dxb = to_block3(op, "dx", dx, nsp);
@@ -445,15 +442,14 @@ public:
   // cuDNN tensor operations: per-channel reductions (cudnnReduceTensor on dense copies) and
   // per-channel affine maps (cudnnOpTensor / cudnnAddTensor with [1, C, 1, ...] operands whose
   // coefficients are computed in double on the host). Reductions accumulate in T.
-  bn_stats bn_partial_stats(const_tensor_ref<T> x) override {
+  void bn_partial_stats(const_tensor_ref<T> x, bn_stats& s) override {
     char const* op = "bn_partial_stats (cudnn)";
     bn_check(op, x, {});
-    bn_stats s;
     index_t const c = x.shape[1];
     s.count = c > 0 ? x.size() / c : 0;
     s.mean.assign(static_cast<std::size_t>(c), 0.0);
     s.m2.assign(static_cast<std::size_t>(c), 0.0);
-    if (x.size() == 0) return s;
+    if (x.size() == 0) return;
     require_device(op, {x.data});
     view const xv = flat_view(x);
     view const d = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
@@ -468,20 +464,19 @@ public:
     add_channels(d, upload(neg_mean, scratch_c1_));
     std::vector<double> const norm = channel_sums(d, true);
     for (index_t i = 0; i < c; ++i) s.m2[i] = norm[i] * norm[i];
-    return s;
+    return;
   }
 
-  bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
-                                   bn_moments const& m) override {
+  void bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
+                           bn_grad_sums& s) override {
     char const* op = "bn_backward_partial (cudnn)";
     bn_check(op, x, {&dy});
     require_moments(op, m, x.shape[1]);
-    bn_grad_sums s;
     index_t const c = x.shape[1];
     s.count = c > 0 ? x.size() / c : 0;
     s.sum_dy.assign(static_cast<std::size_t>(c), 0.0);
     s.sum_dy_xhat.assign(static_cast<std::size_t>(c), 0.0);
-    if (x.size() == 0) return s;
+    if (x.size() == 0) return;
     require_device(op, {x.data, dy.data});
     view const xv = flat_view(x), dyv = flat_view(dy);
     view const dx = dense_view(xv.dims, scratch_x_.get(count(xv) * sizeof(T)));
@@ -496,7 +491,7 @@ public:
     op_tensor(CUDNN_OP_TENSOR_MUL, dx, dd, prod); // (x - mean) * dy
     std::vector<double> const sdx = channel_sums(prod, false);
     for (index_t i = 0; i < c; ++i) s.sum_dy_xhat[i] = sdx[i] * m.invstd[i];
-    return s;
+    return;
   }
 
   void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,

@@ -11,8 +11,8 @@ tag plain_tag(int nsp) { return nsp == 1 ? tag::ncw : nsp == 2 ? tag::nchw : tag
 tag channels_last_tag(int nsp) { return nsp == 1 ? tag::nwc : nsp == 2 ? tag::nhwc : tag::ndhwc; }
 tag weights_tag(int nsp) { return nsp == 1 ? tag::oiw : nsp == 2 ? tag::oihw : tag::oidhw; }
 
-memory::desc strided_md(index_t n, index_t c, std::vector<index_t> const& ext, index_t sn,
-                        index_t sc, std::vector<index_t> const& str) {
+memory::desc strided_md(index_t n, index_t c, dims const& ext, index_t sn, index_t sc,
+                        dims const& str) {
   memory::dims dims{n, c}, strides{sn, sc};
   for (std::size_t i = 0; i < ext.size(); ++i) {
     dims.push_back(ext[i]);

@@ -34,8 +34,8 @@ tag channels_last_tag(int nsp);
 tag weights_tag(int nsp);
 
 /// A caller's strided view of n x c x ext[...] elements (ext over the real spatial dims).
-memory::desc strided_md(index_t n, index_t c, std::vector<index_t> const& ext, index_t sn,
-                        index_t sc, std::vector<index_t> const& str);
+memory::desc strided_md(index_t n, index_t c, dims const& ext, index_t sn, index_t sc,
+                        dims const& str);
 
 /// Seconds of wall time of `f` (best of `reps` after one warm-up call).
 double time_best(std::function<void()> const& f, int reps = 2);

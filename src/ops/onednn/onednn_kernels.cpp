@@ -58,17 +58,17 @@ public:
 
   compute_provider kind() const noexcept override { return compute_provider::onednn; }
 
-  void conv_forward(const_block_ref<float> x, std::vector<index_t> const& in_extent,
-                    const_tensor_ref<float> w, float const* bias, block_ref<float> y,
-                    box const& out_box, conv_params const& p) override {
+  void conv_forward(const_block_ref<float> x, dims const& in_extent, const_tensor_ref<float> w,
+                    float const* bias, block_ref<float> y, box const& out_box,
+                    conv_params const& p) override {
     forward(x, in_extent, w, bias, y, out_box, p, false);
   }
-  void conv_forward_relu(const_block_ref<float> x, std::vector<index_t> const& in_extent,
-                         const_tensor_ref<float> w, float const* bias, block_ref<float> y,
-                         box const& out_box, conv_params const& p) override {
+  void conv_forward_relu(const_block_ref<float> x, dims const& in_extent, const_tensor_ref<float> w,
+                         float const* bias, block_ref<float> y, box const& out_box,
+                         conv_params const& p) override {
     forward(x, in_extent, w, bias, y, out_box, p, true);
   }
-  void forward(const_block_ref<float> const& x, std::vector<index_t> const& in_extent,
+  void forward(const_block_ref<float> const& x, dims const& in_extent,
                const_tensor_ref<float> const& w, float const* bias, block_ref<float> const& y,
                box const& out_box, conv_params const& p, bool relu) {
     char const* op = "conv_forward_box (onednn)";
@@ -107,7 +107,7 @@ public:
     conv_.run(op, j);
   }
 
-  void conv_backward_data(const_block_ref<float> dy, std::vector<index_t> const& in_extent,
+  void conv_backward_data(const_block_ref<float> dy, dims const& in_extent,
                           const_tensor_ref<float> w, block_ref<float> dx, box const& in_box,
                           conv_params const& p) override {
     char const* op = "conv_backward_data_box (onednn)";
@@ -180,7 +180,7 @@ public:
     conv_.run(op, j);
   }
 
-  void conv_backward_weights(const_block_ref<float> x, std::vector<index_t> const& in_extent,
+  void conv_backward_weights(const_block_ref<float> x, dims const& in_extent,
                              const_block_ref<float> dy, tensor_ref<float> dw, box const& out_box,
                              conv_params const& p) override {
     char const* op = "conv_backward_weights_box (onednn)";
@@ -215,14 +215,13 @@ public:
   void conv_backward_bias(const_block_ref<float> dy, box const& out_box, float* db) override {
     ref_->conv_backward_bias(dy, out_box, db);
   }
-  void pool_forward(const_block_ref<float> x, std::vector<index_t> const& in_extent,
-                    block_ref<float> y, box const& out_box, pool_params const& p) override {
+  void pool_forward(const_block_ref<float> x, dims const& in_extent, block_ref<float> y,
+                    box const& out_box, pool_params const& p) override {
     if (!pool_.forward(x, in_extent, y, out_box, p))
       ref_->pool_forward(x, in_extent, y, out_box, p);
   }
-  void pool_backward(const_block_ref<float> x, const_block_ref<float> dy,
-                     std::vector<index_t> const& in_extent, block_ref<float> dx, box const& in_box,
-                     pool_params const& p) override {
+  void pool_backward(const_block_ref<float> x, const_block_ref<float> dy, dims const& in_extent,
+                     block_ref<float> dx, box const& in_box, pool_params const& p) override {
     if (!pool_.backward(x, dy, in_extent, dx, in_box, p))
       ref_->pool_backward(x, dy, in_extent, dx, in_box, p);
   }
@@ -236,12 +235,12 @@ public:
                      tensor_ref<float> dx) override {
     fast_relu_backward<float>(x, dy, dx);
   }
-  bn_stats bn_partial_stats(const_tensor_ref<float> x) override {
-    return fast_bn_partial_stats<float>(x);
+  void bn_partial_stats(const_tensor_ref<float> x, bn_stats& out) override {
+    fast_bn_partial_stats<float>(x, out);
   }
-  bn_grad_sums bn_backward_partial(const_tensor_ref<float> x, const_tensor_ref<float> dy,
-                                   bn_moments const& m) override {
-    return fast_bn_backward_partial<float>(x, dy, m);
+  void bn_backward_partial(const_tensor_ref<float> x, const_tensor_ref<float> dy,
+                           bn_moments const& m, bn_grad_sums& out) override {
+    fast_bn_backward_partial<float>(x, dy, m, out);
   }
   void bn_apply(const_tensor_ref<float> x, bn_moments const& m, float const* gamma,
                 float const* beta, tensor_ref<float> y) override {

@@ -106,8 +106,8 @@ struct pool_engine::plan {
 pool_engine::pool_engine() = default;
 pool_engine::~pool_engine() = default;
 
-bool pool_engine::forward(const_block_ref<float> x, std::vector<index_t> const& in_extent,
-                          block_ref<float> y, box const& out_box, pool_params const& p) {
+bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block_ref<float> y,
+                          box const& out_box, pool_params const& p) {
   char const* op = "pool_forward_box (onednn)";
   int const nsp = spatial_dims(op, "x", x.ref.rank());
   block3<float const> xb = to_block3(op, "x", x, nsp);
@@ -155,8 +155,8 @@ bool pool_engine::forward(const_block_ref<float> x, std::vector<index_t> const& 
 }
 
 bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
-                           std::vector<index_t> const& in_extent, block_ref<float> dx,
-                           box const& in_box, pool_params const& p) {
+                           dims const& in_extent, block_ref<float> dx, box const& in_box,
+                           pool_params const& p) {
   char const* op = "pool_backward_box (onednn)";
   int const nsp = spatial_dims(op, "dx", dx.ref.rank());
   block3<float> dxb = to_block3(op, "dx", dx, nsp);

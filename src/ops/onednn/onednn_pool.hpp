@@ -24,12 +24,11 @@ public:
 
   /// As `pool_forward_box`; false when oneDNN cannot express the problem (the caller then
   /// uses the reference kernel).
-  bool forward(const_block_ref<float> x, std::vector<index_t> const& in_extent, block_ref<float> y,
+  bool forward(const_block_ref<float> x, dims const& in_extent, block_ref<float> y,
                box const& out_box, pool_params const& p);
   /// As `pool_backward_box`; false as for `forward`.
-  bool backward(const_block_ref<float> x, const_block_ref<float> dy,
-                std::vector<index_t> const& in_extent, block_ref<float> dx, box const& in_box,
-                pool_params const& p);
+  bool backward(const_block_ref<float> x, const_block_ref<float> dy, dims const& in_extent,
+                block_ref<float> dx, box const& in_box, pool_params const& p);
   /// One line per problem seen.
   [[nodiscard]] std::string describe() const;
 

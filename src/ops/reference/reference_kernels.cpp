@@ -15,41 +15,40 @@ template <class T> class reference_kernels final : public compute_kernels<T> {
 public:
   compute_provider kind() const noexcept override { return compute_provider::reference; }
 
-  void conv_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                    const_tensor_ref<T> w, T const* bias, block_ref<T> y, box const& out_box,
+  void conv_forward(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
+                    T const* bias, block_ref<T> y, box const& out_box,
                     conv_params const& p) override {
     conv_forward_box<T>(x, in_extent, w, bias, y, out_box, p);
   }
-  void conv_backward_data(const_block_ref<T> dy, std::vector<index_t> const& in_extent,
-                          const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
-                          conv_params const& p) override {
+  void conv_backward_data(const_block_ref<T> dy, dims const& in_extent, const_tensor_ref<T> w,
+                          block_ref<T> dx, box const& in_box, conv_params const& p) override {
     conv_backward_data_box<T>(dy, in_extent, w, dx, in_box, p);
   }
-  void conv_backward_weights(const_block_ref<T> x, std::vector<index_t> const& in_extent,
-                             const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
-                             conv_params const& p) override {
+  void conv_backward_weights(const_block_ref<T> x, dims const& in_extent, const_block_ref<T> dy,
+                             tensor_ref<T> dw, box const& out_box, conv_params const& p) override {
     conv_backward_weights_box<T>(x, in_extent, dy, dw, out_box, p);
   }
   void conv_backward_bias(const_block_ref<T> dy, box const& out_box, T* db) override {
     conv_backward_bias_box<T>(dy, out_box, db);
   }
-  void pool_forward(const_block_ref<T> x, std::vector<index_t> const& in_extent, block_ref<T> y,
-                    box const& out_box, pool_params const& p) override {
+  void pool_forward(const_block_ref<T> x, dims const& in_extent, block_ref<T> y, box const& out_box,
+                    pool_params const& p) override {
     pool_forward_box<T>(x, in_extent, y, out_box, p);
   }
-  void pool_backward(const_block_ref<T> x, const_block_ref<T> dy,
-                     std::vector<index_t> const& in_extent, block_ref<T> dx, box const& in_box,
-                     pool_params const& p) override {
+  void pool_backward(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
+                     block_ref<T> dx, box const& in_box, pool_params const& p) override {
     pool_backward_box<T>(x, dy, in_extent, dx, in_box, p);
   }
   void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) override { ops::relu_forward<T>(x, y); }
   void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx) override {
     ops::relu_backward<T>(x, dy, dx);
   }
-  bn_stats bn_partial_stats(const_tensor_ref<T> x) override { return ops::bn_partial_stats<T>(x); }
-  bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
-                                   bn_moments const& m) override {
-    return ops::bn_backward_partial<T>(x, dy, m);
+  void bn_partial_stats(const_tensor_ref<T> x, bn_stats& out) override {
+    ops::bn_partial_stats_into<T>(x, out);
+  }
+  void bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments const& m,
+                           bn_grad_sums& out) override {
+    ops::bn_backward_partial_into<T>(x, dy, m, out);
   }
   void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T const* gamma, T const* beta,
                 tensor_ref<T> y) override {
