@@ -25,12 +25,13 @@ void require_same_batch(char const* op, char const* a, dims const& sa, char cons
                     " but " + b + " " + fmt(sb) + " has " + std::to_string(sb[0]));
 }
 
+// dy must have the Cout of `wname` (shape `ws`); the message is built only on failure.
 void require_channels(char const* op, char const* name, dims const& shape, index_t expected,
-                      std::string const& why) {
+                      char const* wname, dims const& ws) {
   HALOX_REQUIRE(shape[1] == expected, bad,
                 std::string(op) + ": " + name + " " + fmt(shape) + " has " +
                     std::to_string(shape[1]) + " channels; expected " + std::to_string(expected) +
-                    " " + why);
+                    " (Cout of " + wname + " " + fmt(ws) + ")");
 }
 
 // dx[n, :, ib] = W^T-gather: each input position collects dy at the outputs that read it. Done
@@ -44,8 +45,9 @@ template <class T> void backward_data_kernel(conv_problem const& cp, block3<T co
   bool const par = items > 1 && dx.n * npos * kdim * cp.cin >= parallel_min_work;
 #pragma omp parallel if (par)
   {
-    std::vector<index_t> off, xoff;
-    std::vector<T> col, out;
+    // Per-thread tables and matrices, kept between calls: steady-state steps allocate nothing.
+    thread_local std::vector<index_t> off, xoff;
+    thread_local std::vector<T> col, out;
 #pragma omp for schedule(dynamic)
     for (index_t it = 0; it < items; ++it) {
       index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;
@@ -80,7 +82,12 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
   if (items > 1 && x.n * npos * kdim * cp.cout >= parallel_min_work)
     nthreads = omp_get_max_threads();
 #endif
-  std::vector<std::vector<double>> partial(static_cast<std::size_t>(nthreads));
+  // Kept between calls (on the calling thread), as are the per-thread buffers below.
+  // A thread_local names each thread's own copy inside the parallel region: share the caller's
+  // through a reference.
+  thread_local std::vector<std::vector<double>> callers_partial;
+  std::vector<std::vector<double>>& partial = callers_partial;
+  partial.resize(static_cast<std::size_t>(nthreads));
 #pragma omp parallel num_threads(nthreads)
   {
     int tid = 0;
@@ -89,8 +96,9 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
 #endif
     std::vector<double>& acc = partial[static_cast<std::size_t>(tid)];
     acc.assign(wsize, 0.0);
-    std::vector<index_t> off, yoff;
-    std::vector<T> col, dyc, out(wsize);
+    thread_local std::vector<index_t> off, yoff;
+    thread_local std::vector<T> col, dyc, out;
+    out.resize(wsize);
 #pragma omp for schedule(static)
     for (index_t it = 0; it < items; ++it) {
       index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;
@@ -109,8 +117,10 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
       for (std::size_t i = 0; i < wsize; ++i) acc[i] += static_cast<double>(out[i]);
     }
   }
-  for (auto const& acc : partial)
+  for (int t = 0; t < nthreads; ++t) {
+    std::vector<double> const& acc = partial[static_cast<std::size_t>(t)];
     for (std::size_t i = 0; i < acc.size(); ++i) total[i] += acc[i];
+  }
 }
 
 // dw[co, ci, k] += acc[co][(ci, k)]
@@ -139,7 +149,7 @@ template <class T> void backward_data_impl(char const* op, const_block_ref<T> co
   block3<T> dxb = to_block3(op, "dx", dx, nsp);
   block3<T const> dyb = to_block3(op, "dy", dy, nsp);
   conv_problem cp = make_conv_problem(op, nsp, in_extent, dxb.c, w, p);
-  require_channels(op, "dy", dy.ref.shape, cp.cout, "(Cout of w " + fmt(w.shape) + ")");
+  require_channels(op, "dy", dy.ref.shape, cp.cout, "w", w.shape);
   require_same_batch(op, "dy", dy.ref.shape, "dx", dx.ref.shape);
   box3 ib = to_box3(op, "in_box", in_box, nsp);
   require_inside(op, "in_box", ib, cp.w, true);
@@ -156,13 +166,13 @@ template <class T> void backward_weights_impl(char const* op, const_block_ref<T>
   block3<T const> xb = to_block3(op, "x", x, nsp);
   block3<T const> dyb = to_block3(op, "dy", dy, nsp);
   conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, dw, p);
-  require_channels(op, "dy", dy.ref.shape, cp.cout, "(Cout of dw " + fmt(dw.shape) + ")");
+  require_channels(op, "dy", dy.ref.shape, cp.cout, "dw", dw.shape);
   require_same_batch(op, "dy", dy.ref.shape, "x", x.ref.shape);
   box3 ob = to_box3(op, "out_box", out_box, nsp);
   require_inside(op, "out_box", ob, cp.w, false);
   require_covers(op, "dy", dyb, ob, nsp, "out_box");
   require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
-  std::vector<double> acc;
+  thread_local std::vector<double> acc; // reused: steady-state steps allocate nothing
   backward_weights_kernel(cp, xb, dyb, ob, acc);
   add_to_weights(acc, cp.w, dw);
 }

@@ -32,9 +32,10 @@ template <class T> conv_problem make_conv_problem(char const* op, int nsp, dims 
                                                   conv_params const& p);
 
 /// Weights as a dense row-major [Cout][Cin * kvol] matrix (columns in (ci, k) order), or when
-/// `transposed` as [Cin][Cout * kvol] (columns in (co, k) order) for backward-data.
+/// `transposed` as [Cin][Cout * kvol] (columns in (co, k) order) for backward-data. The matrix
+/// lives in the calling thread's scratch, valid until its next call.
 template <class T>
-std::vector<T> pack_weights(tensor_ref<T const> const& w, window3 const& g, bool transposed);
+std::vector<T> const& pack_weights(tensor_ref<T const> const& w, window3 const& g, bool transposed);
 
 /// Global coordinates of position `q` (row-major) of box `b`.
 inline void box_position(box3 const& b, index_t q, index_t (&o)[s3]) {

@@ -34,12 +34,14 @@ template <class T> conv_problem make_conv_problem(char const* op, int nsp, dims 
   return cp;
 }
 
-template <class T>
-std::vector<T> pack_weights(tensor_ref<T const> const& w, window3 const& g, bool transposed) {
+template <class T> std::vector<T> const& pack_weights(tensor_ref<T const> const& w,
+                                                      window3 const& g, bool transposed) {
   index_t const cout = w.shape[0], cin = w.shape[1], kvol = g.kvol();
   index_t ks[s3] = {0, 0, 0};
   for (int i = 0; i < g.nsp; ++i) ks[s3 - g.nsp + i] = w.strides[2 + i];
-  std::vector<T> m(static_cast<std::size_t>(cout * cin * kvol));
+  // Reused from call to call (every element is written below), so a step allocates nothing.
+  thread_local std::vector<T> m;
+  m.resize(static_cast<std::size_t>(cout * cin * kvol));
   for (index_t co = 0; co < cout; ++co)
     for (index_t ci = 0; ci < cin; ++ci) {
       T const* base = w.data + co * w.strides[0] + ci * w.strides[1];
@@ -65,8 +67,10 @@ template conv_problem make_conv_problem(char const*, int, dims const&, index_t,
                                         tensor_ref<float> const&, conv_params const&);
 template conv_problem make_conv_problem(char const*, int, dims const&, index_t,
                                         tensor_ref<double> const&, conv_params const&);
-template std::vector<float> pack_weights(tensor_ref<float const> const&, window3 const&, bool);
-template std::vector<double> pack_weights(tensor_ref<double const> const&, window3 const&, bool);
+template std::vector<float> const& pack_weights(tensor_ref<float const> const&, window3 const&,
+                                                bool);
+template std::vector<double> const& pack_weights(tensor_ref<double const> const&, window3 const&,
+                                                 bool);
 
 namespace {
 
@@ -80,8 +84,9 @@ template <class T> void forward_kernel(conv_problem const& cp, block3<T const> c
   bool const par = items > 1 && x.n * npos * kdim * cp.cout >= parallel_min_work;
 #pragma omp parallel if (par)
   {
-    std::vector<index_t> off, yoff;
-    std::vector<T> col, out;
+    // Per-thread tables and matrices, kept between calls: steady-state steps allocate nothing.
+    thread_local std::vector<index_t> off, yoff;
+    thread_local std::vector<T> col, out;
 #pragma omp for schedule(dynamic)
     for (index_t it = 0; it < items; ++it) {
       index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;

@@ -1,4 +1,5 @@
 #include "ops/dist_window.hpp"
+#include "core/view_check.hpp"
 #include "ops/memory.hpp"
 
 #include <halox/collective.hpp>
@@ -248,18 +249,35 @@ void check_partition(tensor_view const& v, tensor_desc const& expected, char con
   HALOX_REQUIRE(need == 0 || v.data != nullptr, bad, what() + " is a null pointer");
 }
 
-std::vector<box> split_box(box const& b, int n) {
+namespace {
+// The dimension split_box cuts (b.nd when none can be cut).
+int cut_dim(box const& b) {
   int d = 0;
   while (d < b.nd && b.extent(d) <= 1) ++d;
-  if (n <= 1 || d == b.nd || b.empty()) return {b};
-  index_t const e = b.extent(d), parts = std::min<index_t>(n, e);
+  return d;
+}
+} // namespace
+
+int slab_count(box const& b, int n) {
+  int const d = cut_dim(b);
+  if (n <= 1 || d == b.nd || b.empty()) return 1;
+  return static_cast<int>(std::min<index_t>(n, b.extent(d)));
+}
+
+box slab(box const& b, int n, int i) {
+  int const parts = slab_count(b, n);
+  if (parts == 1) return b;
+  int const d = cut_dim(b);
+  index_t const e = b.extent(d);
+  box p = b;
+  p.lo[d] = b.lo[d] + e * i / parts;
+  p.hi[d] = b.lo[d] + e * (i + 1) / parts;
+  return p;
+}
+
+std::vector<box> split_box(box const& b, int n) {
   std::vector<box> r;
-  for (index_t i = 0; i < parts; ++i) {
-    box p = b;
-    p.lo[d] = b.lo[d] + e * i / parts;
-    p.hi[d] = b.lo[d] + e * (i + 1) / parts;
-    r.push_back(p);
-  }
+  for (int i = 0, parts = slab_count(b, n); i < parts; ++i) r.push_back(slab(b, n, i));
   return r;
 }
 
@@ -280,8 +298,8 @@ communicator dup_comm(MPI_Comm c) {
   return communicator(d);
 }
 
-void check_layout(tensor_view const& v, tensor_desc const& expected, std::string const& what) {
-  validate_view(v, expected, what);
+void check_layout(tensor_view const& v, tensor_desc const& expected, char const* what) {
+  halox::detail::check_view(v, expected, what, -1); // builds no string for a valid view
 }
 
 } // namespace halox::ops::detail

@@ -66,7 +66,7 @@ memory_space check_provider(std::string const& what, dist_options const& o, dtyp
 /// and blocks as `expected` (halo widths and strides may differ) and large enough.
 void check_partition(tensor_view const& v, tensor_desc const& expected, char const* what);
 /// Throws unless `v` is laid out exactly as `expected` (same distribution and strides).
-void check_layout(tensor_view const& v, tensor_desc const& expected, std::string const& what);
+void check_layout(tensor_view const& v, tensor_desc const& expected, char const* what);
 
 /// "[2, 3, 4]" for messages.
 [[nodiscard]] std::string shape_str(dims const& shape);
@@ -78,7 +78,7 @@ template <class T> MPI_Datatype mpi_type() {
 
 /// The gathered workspace `ws` of `g` as a block at its global spatial origin.
 template <class T> const_block_ref<T> workspace_block(T const* ws, box_gather_plan const& g) {
-  std::vector<index_t> const origin(g.origin().begin() + 2, g.origin().end());
+  dims const origin(g.origin().begin() + 2, g.origin().end());
   return const_block_ref<T>(const_tensor_ref<T>(ws, g.shape()), origin);
 }
 
@@ -89,6 +89,10 @@ template <class T> const_block_ref<T> workspace_block(T const* ws, box_gather_pl
 /// `b` cut along its first dimension of extent > 1 into at most `n` slabs of nearly equal
 /// size (just `b` when n <= 1 or nothing can be cut).
 [[nodiscard]] std::vector<box> split_box(box const& b, int n);
+/// How many slabs `split_box(b, n)` holds, and slab `i` of them, without building the list
+/// (overlapped kernels cut their interior on every execution).
+[[nodiscard]] int slab_count(box const& b, int n);
+[[nodiscard]] box slab(box const& b, int n, int i);
 
 /// Lets MPI advance transfers in flight: without an asynchronous progress thread, a large
 /// (rendezvous) message moves only while its receiver is inside an MPI call, so a rank busy in
@@ -124,8 +128,8 @@ inline int progress_pieces(dist_options const& o, std::size_t bytes, int peers) 
 /// so the pieces give the same bits as one call.
 template <class Kernel>
 void run_in_pieces(box const& b, int polls, MPI_Comm comm, Kernel&& kernel) {
-  for (box const& piece : split_box(b, polls)) {
-    kernel(piece, false);
+  for (int i = 0, n = slab_count(b, polls); i < n; ++i) {
+    kernel(slab(b, polls, i), false);
     poke_progress(comm);
   }
 }

@@ -61,8 +61,8 @@ int spatial_dims(char const* op, char const* name, int rank);
 
 /// Per-dimension parameter: empty gives `def`, one value is broadcast, otherwise one per
 /// spatial dimension; each value must be >= `min`.
-std::vector<index_t> resolve(char const* op, char const* name, std::vector<index_t> const& v,
-                             int nsp, index_t def, index_t min);
+dims resolve(char const* op, char const* name, std::vector<index_t> const& v, int nsp, index_t def,
+             index_t min);
 
 /// Builds and validates a convolution window (kernel from the weight shape).
 window3 conv_window(char const* op, dims const& in_extent, dims const& kernel,
@@ -97,9 +97,8 @@ inline box spatial_box(dims const& shape) {
   return b;
 }
 /// The spatial extents `shape[2:]` of an NC... shape.
-inline std::vector<index_t> spatial_extent(dims const& shape) {
-  return shape.size() > 2 ? std::vector<index_t>(shape.begin() + 2, shape.end())
-                          : std::vector<index_t>{};
+inline dims spatial_extent(dims const& shape) {
+  return shape.size() > 2 ? dims(shape.begin() + 2, shape.end()) : dims{};
 }
 /// Back to a public spatial box of `nsp` dimensions.
 box from_box3(box3 const& b, int nsp);

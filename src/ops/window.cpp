@@ -25,18 +25,19 @@ std::string where(char const* op, int dim) {
 
 index_t extent_1d(char const* op, int dim, index_t in, index_t k, index_t s, index_t pl, index_t ph,
                   index_t d) {
-  std::string at = where(op, dim);
-  HALOX_REQUIRE(in >= 0, bad, at + "input extent " + std::to_string(in) + " is negative");
-  HALOX_REQUIRE(k >= 1, bad, at + "kernel size " + std::to_string(k) + " must be >= 1");
-  HALOX_REQUIRE(s >= 1, bad, at + "stride " + std::to_string(s) + " must be >= 1");
-  HALOX_REQUIRE(d >= 1, bad, at + "dilation " + std::to_string(d) + " must be >= 1");
+  // Checked on every kernel call: the prefix becomes a string only for an error message.
+  auto at = [op, dim] { return where(op, dim); };
+  HALOX_REQUIRE(in >= 0, bad, at() + "input extent " + std::to_string(in) + " is negative");
+  HALOX_REQUIRE(k >= 1, bad, at() + "kernel size " + std::to_string(k) + " must be >= 1");
+  HALOX_REQUIRE(s >= 1, bad, at() + "stride " + std::to_string(s) + " must be >= 1");
+  HALOX_REQUIRE(d >= 1, bad, at() + "dilation " + std::to_string(d) + " must be >= 1");
   HALOX_REQUIRE(pl >= 0 && ph >= 0, bad,
-                at + "padding (" + std::to_string(pl) + ", " + std::to_string(ph) +
+                at() + "padding (" + std::to_string(pl) + ", " + std::to_string(ph) +
                     ") must be >= 0");
   index_t eff = d * (k - 1) + 1;
   index_t padded = in + pl + ph;
   HALOX_REQUIRE(eff <= padded, bad,
-                at + "dilated kernel extent " + std::to_string(eff) + " (kernel " +
+                at() + "dilated kernel extent " + std::to_string(eff) + " (kernel " +
                     std::to_string(k) + ", dilation " + std::to_string(d) +
                     ") is larger than the padded input " + std::to_string(padded) + " (input " +
                     std::to_string(in) + " + padding " + std::to_string(pl) + " + " +
@@ -98,19 +99,19 @@ int spatial_dims(char const* op, char const* name, int rank) {
   return rank - 2;
 }
 
-std::vector<index_t> resolve(char const* op, char const* name, std::vector<index_t> const& v,
-                             int nsp, index_t def, index_t min) {
-  std::vector<index_t> r;
-  if (v.empty())
-    r.assign(nsp, def);
-  else if (v.size() == 1)
-    r.assign(nsp, v[0]);
-  else
-    r = v;
-  HALOX_REQUIRE(static_cast<int>(r.size()) == nsp, bad,
+dims resolve(char const* op, char const* name, std::vector<index_t> const& v, int nsp, index_t def,
+             index_t min) {
+  HALOX_REQUIRE(v.size() <= 1 || static_cast<int>(v.size()) == nsp, bad,
                 std::string(op) + ": " + name + " " + fmt(v) + " has " + std::to_string(v.size()) +
                     " entries for " + std::to_string(nsp) +
                     " spatial dimensions; give none, one, or one per spatial dimension");
+  dims r;
+  if (v.empty())
+    r.assign(static_cast<std::size_t>(nsp), def);
+  else if (v.size() == 1)
+    r.assign(static_cast<std::size_t>(nsp), v[0]);
+  else
+    r.assign(v.begin(), v.end());
   for (index_t x : r)
     HALOX_REQUIRE(x >= min, bad,
                   std::string(op) + ": " + name + " " + fmt(v) + " has value " + std::to_string(x) +
@@ -119,9 +120,8 @@ std::vector<index_t> resolve(char const* op, char const* name, std::vector<index
 }
 
 namespace {
-window3 make_window(char const* op, dims const& in_extent, dims const& k,
-                    std::vector<index_t> const& s, std::vector<index_t> const& pl,
-                    std::vector<index_t> const& ph, std::vector<index_t> const& d) {
+window3 make_window(char const* op, dims const& in_extent, dims const& k, dims const& s,
+                    dims const& pl, dims const& ph, dims const& d) {
   window3 w;
   w.nsp = static_cast<int>(in_extent.size());
   int off = s3 - w.nsp;
@@ -168,7 +168,7 @@ window3 pool_window(char const* op, dims const& in_extent, pool_params const& p)
                 std::string(op) + ": pool_params::kernel is empty; give the window size");
   auto k = resolve(op, "kernel", p.kernel, nsp, 1, 1);
   window3 w = make_window(
-      op, in_extent, k, resolve(op, "stride", p.stride.empty() ? k : p.stride, nsp, 1, 1),
+      op, in_extent, k, p.stride.empty() ? k : resolve(op, "stride", p.stride, nsp, 1, 1),
       resolve(op, "pad_lo", p.pad_lo, nsp, 0, 0), resolve(op, "pad_hi", p.pad_hi, nsp, 0, 0),
       resolve(op, "dilation", p.dilation, nsp, 1, 1));
   if (p.kind == pool_kind::max || !p.count_include_pad)

@@ -1,6 +1,7 @@
 // Contexts, caller workspaces and allocators, plan lifetime: through the public API at every
 // rank count. A 2-D periodic tensor whose cells hold their global index is the oracle: after a
 // forward exchange every halo cell must hold the index of the cell it mirrors.
+#include "support/alloc_counter.hpp"
 #include "support/mpi_helpers.hpp"
 #include "tune/plan_cache.hpp"
 
@@ -21,6 +22,8 @@
 namespace {
 std::atomic<long> g_news{0};
 }
+long halox::test::allocations_so_far() { return g_news.load(); }
+
 void* operator new(std::size_t n) {
   ++g_news;
   if (void* p = std::malloc(n ? n : 1)) return p;
@@ -50,12 +53,7 @@ using halox::test::world_size;
 
 constexpr index_t rows = 9, cols = 7;
 
-// C++ allocations of this process while `run` runs.
-template <class F> long allocations_during(F&& run) {
-  long const before = g_news.load();
-  run();
-  return g_news.load() - before;
-}
+using halox::test::allocations_during;
 
 std::vector<int> near_square(int p) {
   int a = 1;
