@@ -50,7 +50,7 @@ public:
   /// an empty rank).
   [[nodiscard]] std::vector<index_t> owned_offset() const;
   /// `owned_offset()[dim]`, without building the vector.
-  [[nodiscard]] index_t owned_offset(int dim) const {
+  [[nodiscard]] index_t owned_offset_at(int dim) const {
     return owned_.empty() ? 0 : static_cast<index_t>(dist_.options(dim).halo_lo);
   }
   /// Element offset of the first owned cell from the buffer base.

@@ -46,7 +46,7 @@ tensor_desc::tensor_desc(process_grid grid, std::vector<index_t> shape, dtype ty
   strides_ = strides.empty() ? dist_.default_strides(grid_.rank()) : std::move(strides);
   local_elements_ = required_elements(local_shape_, strides_);
   owned_ = dist_.owned_box(grid_.rank());
-  for (int d = 0; d < ndim(); ++d) owned_offset_elements_ += owned_offset(d) * strides_[d];
+  for (int d = 0; d < ndim(); ++d) owned_offset_elements_ += owned_offset_at(d) * strides_[d];
 }
 
 std::vector<index_t> tensor_desc::owned_offset() const {

@@ -29,8 +29,8 @@ template <class T> tensor_ref<T> channel_view(tensor_view const& v, index_t& c0)
   box const own = d.owned_box();
   c0 = own.lo[1];
   if (own.empty()) return r;
-  index_t const lo = std::max<index_t>(0, own.lo[1] - d.owned_offset(1));
-  index_t const hi = std::min(d.shape()[1], own.lo[1] - d.owned_offset(1) + d.local_shape()[1]);
+  index_t const lo = std::max<index_t>(0, own.lo[1] - d.owned_offset_at(1));
+  index_t const hi = std::min(d.shape()[1], own.lo[1] - d.owned_offset_at(1) + d.local_shape()[1]);
   r.data -= (own.lo[1] - lo) * r.strides[1];
   r.shape[1] = hi - lo;
   c0 = lo;

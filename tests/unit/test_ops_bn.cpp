@@ -61,6 +61,45 @@ TEST(OpsBatchNorm, PartialStatisticsMerge) {
   }
 }
 
+// The *_into forms give the values of the returning forms in structures that held other data
+// (another channel count), reusing their storage.
+TEST(OpsBatchNorm, IntoFormsOverwriteReusedStructures) {
+  std::vector<index_t> shape{3, 4, 5};
+  auto const n = static_cast<std::size_t>(ops::element_count(shape));
+  auto x = random_values(n, 2, -2, 3), dy = random_values(n, 3, -1, 1);
+  ops::const_tensor_ref<double> xr{x.data(), shape}, dyr{dy.data(), shape};
+  std::vector<double> rm1(4, 0.5), rv1(4, 2.0), rm2 = rm1, rv2 = rv1;
+
+  ops::bn_stats s{99, std::vector<double>(9, 7.0), std::vector<double>(2, 7.0)};
+  ops::bn_partial_stats_into<double>(xr, s);
+  ops::bn_stats const want = ops::bn_partial_stats<double>(xr);
+  EXPECT_EQ(s.count, want.count);
+  EXPECT_EQ(s.mean, want.mean);
+  EXPECT_EQ(s.m2, want.m2);
+
+  ops::bn_moments m{std::vector<double>(1, 3.0), std::vector<double>(12, 3.0)};
+  ops::bn_finalize_stats_into<double>(s, 1e-5, 0.1, rm1.data(), rv1.data(), m);
+  ops::bn_moments const mw =
+      ops::bn_finalize_stats<double>(want, 1e-5, 0.1, rm2.data(), rv2.data());
+  EXPECT_EQ(m.mean, mw.mean);
+  EXPECT_EQ(m.invstd, mw.invstd);
+  EXPECT_EQ(rm1, rm2);
+  EXPECT_EQ(rv1, rv2);
+
+  ops::bn_moments im{std::vector<double>(6, 1.0), {}};
+  ops::bn_inference_moments_into<double>(rm1.data(), rv1.data(), 4, 1e-5, im);
+  ops::bn_moments const iw = ops::bn_inference_moments<double>(rm1.data(), rv1.data(), 4, 1e-5);
+  EXPECT_EQ(im.mean, iw.mean);
+  EXPECT_EQ(im.invstd, iw.invstd);
+
+  ops::bn_grad_sums g{5, std::vector<double>(2, 1.0), std::vector<double>(8, 1.0)};
+  ops::bn_backward_partial_into<double>(xr, dyr, m, g);
+  ops::bn_grad_sums const gw = ops::bn_backward_partial<double>(xr, dyr, m);
+  EXPECT_EQ(g.count, gw.count);
+  EXPECT_EQ(g.sum_dy, gw.sum_dy);
+  EXPECT_EQ(g.sum_dy_xhat, gw.sum_dy_xhat);
+}
+
 // A large common offset: (count, mean, M2) keeps the variance where sum/sum-of-squares fails.
 TEST(OpsBatchNorm, MergedVarianceIsStableUnderLargeOffsets) {
   std::vector<index_t> shape{8, 1, 64};

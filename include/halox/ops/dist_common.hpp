@@ -88,11 +88,11 @@ template <class T> [[nodiscard]] block_ref<T> haloed_block(tensor_view const& v)
     b.ref.shape.assign(static_cast<std::size_t>(nd), 0);
     return b;
   }
-  b.ref.data = static_cast<T*>(v.data) + d.owned_offset(0) * d.strides()[0] +
-               d.owned_offset(1) * d.strides()[1];
+  b.ref.data = static_cast<T*>(v.data) + d.owned_offset_at(0) * d.strides()[0] +
+               d.owned_offset_at(1) * d.strides()[1];
   b.ref.shape[0] = own.extent(0);
   b.ref.shape[1] = own.extent(1);
-  for (int i = 2; i < nd; ++i) b.origin[i - 2] = own.lo[i] - d.owned_offset(i);
+  for (int i = 2; i < nd; ++i) b.origin[i - 2] = own.lo[i] - d.owned_offset_at(i);
   return b;
 }
 
