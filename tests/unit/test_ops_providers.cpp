@@ -4,6 +4,7 @@
 #include "test_ops_util.hpp"
 
 #include <halox/ops/conv.hpp>
+#include <halox/ops/lrn.hpp>
 #include <halox/ops/pool.hpp>
 #include <halox/ops/provider.hpp>
 
@@ -254,6 +255,68 @@ TEST(OpsProviders, PoolMatchesReferenceOnStridedBoxes) {
         EXPECT_LE(e, float_tol) << ops::to_string(prov) << " pool x " << fmt(xs) << " trial "
                                 << trial;
       }
+}
+
+// A provider keeps its primitives and the views' reorders per problem and layout, and points
+// them at each call's buffers: two buffers of one layout, used in turns, give each its own result.
+TEST(OpsProviders, CachedProblemsFollowNewBuffers) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  std::vector<index_t> const xs{2, 3, 9, 8}, ws{4, 3, 3, 3}, in_ext{9, 8};
+  ops::conv_params const cp{{1}, {1}, {1}, {1}};
+  ops::pool_params pp;
+  pp.kernel = {3};
+  pp.stride = {2};
+  pp.pad_lo = pp.pad_hi = {1};
+  auto const ys = ops::conv_output_shape(xs, ws, cp), zs = ops::pool_output_shape(xs, pp);
+  auto const wv = as<float>(random_values(ops::element_count(ws), 7));
+  ops::const_tensor_ref<float> const wr(wv.data(), ws);
+  for (auto prov : provs) {
+    ops::local_kernels<float> k(prov);
+    padded<float> x1(xs, 1), x2(xs, 1), y1(ys, 1), y2(ys, 1), z1(zs, 1), z2(zs, 1);
+    std::vector<double> const v1 = random_values(ops::element_count(xs), 8),
+                              v2 = random_values(ops::element_count(xs), 9);
+    x1.set(v1);
+    x2.set(v2);
+    for (int round = 0; round < 2; ++round)
+      for (auto* pr : {&x1, &x2}) {
+        bool const first = pr == &x1;
+        k.conv_forward_box(pr->block(), in_ext, wr, nullptr, (first ? y1 : y2).block(),
+                           make_box({0, 0}, {ys[2], ys[3]}), cp);
+        k.pool_forward_box(pr->block(), in_ext, (first ? z1 : z2).block(),
+                           make_box({0, 0}, {zs[2], zs[3]}), pp);
+      }
+    // LRN on dense views of two inputs, in turns (16 channels: oneDNN's optimised kernels).
+    std::vector<index_t> const ls{2, 16, 5, 4};
+    auto const l1 = as<float>(random_values(ops::element_count(ls), 10)),
+               l2 = as<float>(random_values(ops::element_count(ls), 11));
+    std::vector<float> o1(l1.size()), o2(l2.size());
+    ops::lrn_params const lp{5, 1e-2, 0.75, 1.0};
+    for (int round = 0; round < 2; ++round) {
+      k.lrn_forward({l1.data(), ls}, {o1.data(), ls}, lp);
+      k.lrn_forward({l2.data(), ls}, {o2.data(), ls}, lp);
+    }
+    for (int i = 0; i < 2; ++i) {
+      std::vector<float> const& l = i == 0 ? l1 : l2;
+      std::vector<float> l_ref(l.size());
+      ops::lrn_forward<float>({l.data(), ls}, {l_ref.data(), ls}, lp);
+      auto const& got = i == 0 ? o1 : o2;
+      EXPECT_LE(rel_err(std::vector<double>(got.begin(), got.end()),
+                        std::vector<double>(l_ref.begin(), l_ref.end())),
+                float_tol)
+          << "lrn, buffer " << i;
+    }
+    for (int i = 0; i < 2; ++i) {
+      auto const x = as<float>(i == 0 ? v1 : v2);
+      std::vector<float> y_ref(static_cast<std::size_t>(ops::element_count(ys))),
+          z_ref(static_cast<std::size_t>(ops::element_count(zs)));
+      ops::conv_forward<float>({x.data(), xs}, wr, nullptr, {y_ref.data(), ys}, cp);
+      ops::pool_forward<float>({x.data(), xs}, {z_ref.data(), zs}, pp);
+      auto d = [](std::vector<float> const& v) { return std::vector<double>(v.begin(), v.end()); };
+      EXPECT_LE(rel_err((i == 0 ? y1 : y2).get(), d(y_ref)), float_tol) << "conv, buffer " << i;
+      EXPECT_LE(rel_err((i == 0 ? z1 : z2).get(), d(z_ref)), float_tol) << "pool, buffer " << i;
+    }
+  }
 }
 
 TEST(OpsProviders, ResnetShapesMatchReference) {

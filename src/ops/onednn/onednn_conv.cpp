@@ -80,6 +80,9 @@ struct conv_engine::exec {
   dnnl::reorder r_src, r_wei, r_dst;
   memory plain_dw; // backward-weights: the gradient in [O, I, k...]
   dnnl::reorder r_dw;
+  // The primitive's arguments, fixed at construction: memory objects are handles, so a new
+  // data pointer set on one (set_data_handle) is seen here too.
+  std::unordered_map<int, memory> args;
 
   exec(conv_job const& j, layout l) {
     auto& c = ctx();
@@ -167,25 +170,28 @@ struct conv_engine::exec {
         r_wei = reorder(usr_wei, wei_m);
       }
     }
+    memory const& src = src_reorder ? src_m : usr_src;
+    memory const& dst = dst_reorder ? dst_m : usr_dst;
+    memory const& wei = wei_reorder ? wei_m : usr_wei;
+    if (j.kind == conv_kind::forward) {
+      args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+      if (j.bias) args.emplace(DNNL_ARG_BIAS, usr_bias);
+    } else if (j.kind == conv_kind::backward_data) {
+      args = {{DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, src}};
+    } else {
+      args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_DIFF_WEIGHTS, wei_m}};
+    }
   }
 
   void run(conv_job const& j, float* dw_plain) {
     auto& c = ctx();
     usr_src.set_data_handle(j.src_ptr);
     usr_dst.set_data_handle(j.dst_ptr);
-    memory const& src = src_reorder ? src_m : usr_src;
-    memory const& dst = dst_reorder ? dst_m : usr_dst;
     if (j.kind == conv_kind::forward) {
       usr_wei.set_data_handle(j.wei_ptr);
       if (src_reorder) r_src.execute(c.strm, usr_src, src_m);
       if (wei_reorder) r_wei.execute(c.strm, usr_wei, wei_m);
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
-                                           {DNNL_ARG_WEIGHTS, wei_reorder ? wei_m : usr_wei},
-                                           {DNNL_ARG_DST, dst}};
-      if (j.bias) {
-        usr_bias.set_data_handle(j.bias_ptr);
-        args.emplace(DNNL_ARG_BIAS, usr_bias);
-      }
+      if (j.bias) usr_bias.set_data_handle(j.bias_ptr);
       prim.execute(c.strm, args);
       if (dst_reorder) r_dst.execute(c.strm, dst_m, usr_dst);
     } else {
@@ -199,15 +205,11 @@ struct conv_engine::exec {
       if (j.kind == conv_kind::backward_data) {
         usr_wei.set_data_handle(j.wei_ptr);
         if (wei_reorder) r_wei.execute(c.strm, usr_wei, wei_m);
-        prim.execute(c.strm, {{DNNL_ARG_DIFF_DST, dst},
-                              {DNNL_ARG_WEIGHTS, wei_reorder ? wei_m : usr_wei},
-                              {DNNL_ARG_DIFF_SRC, src}});
+        prim.execute(c.strm, args);
         if (src_reorder) r_src.execute(c.strm, src_m, usr_src);
       } else {
         if (src_reorder) r_src.execute(c.strm, usr_src, src_m);
-        prim.execute(
-            c.strm,
-            {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_DIFF_WEIGHTS, wei_m}});
+        prim.execute(c.strm, args);
         plain_dw.set_data_handle(dw_plain);
         r_dw.execute(c.strm, wei_m, plain_dw);
       }
@@ -224,8 +226,45 @@ struct conv_engine::plan {
 conv_engine::conv_engine() = default;
 conv_engine::~conv_engine() = default;
 
+void conv_engine::fingerprint_of(conv_job const& j, fingerprint& f) {
+  auto& v = f.v;
+  v.clear();
+  auto put = [&v](memory::dims const& d) {
+    v.push_back(static_cast<std::int64_t>(d.size()));
+    v.insert(v.end(), d.begin(), d.end());
+  };
+  auto put_md = [&v](memory::desc const& md) { // dims and strides of a caller's view
+    int const n = md.data.ndims;
+    v.push_back(n);
+    v.insert(v.end(), md.data.dims, md.data.dims + n);
+    v.insert(v.end(), md.data.format_desc.blocking.strides,
+             md.data.format_desc.blocking.strides + n);
+  };
+  v.push_back(static_cast<std::int64_t>(j.kind));
+  v.push_back(j.nsp);
+  for (auto const* d : {&j.src, &j.wei, &j.dst, &j.stride, &j.dil, &j.pl, &j.pr, &j.dst_offset})
+    put(*d);
+  v.push_back(j.bias);
+  v.push_back(j.relu);
+  put_md(j.usr_src);
+  put_md(j.usr_wei);
+  put_md(j.usr_dst);
+  v.push_back(omp_threads());
+}
+
+std::size_t conv_engine::fingerprint_hash::operator()(fingerprint const& f) const noexcept {
+  std::uint64_t h = 1469598103934665603ull; // FNV-1a over the values
+  for (std::int64_t x : f.v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+  return static_cast<std::size_t>(h);
+}
+
 void conv_engine::run(char const* op, conv_job const& job, float* dw_plain) {
   try {
+    fingerprint_of(job, scratch_);
+    if (auto const hit = by_fingerprint_.find(scratch_); hit != by_fingerprint_.end()) {
+      hit->second->ex->run(job, dw_plain);
+      return;
+    }
     std::string const key = key_of(job);
     auto it = plans_.find(key);
     if (it == plans_.end()) {
@@ -270,6 +309,7 @@ void conv_engine::run(char const* op, conv_job const& job, float* dw_plain) {
       }
       it = plans_.emplace(key, std::move(pl)).first;
     }
+    by_fingerprint_.emplace(scratch_, it->second.get());
     it->second->ex->run(job, dw_plain);
   } catch (dnnl::error const& e) {
     rethrow(op, e);

@@ -8,9 +8,12 @@
 
 #include "ops/onednn/onednn_common.hpp"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace halox::ops::detail::onednn {
 
@@ -50,7 +53,20 @@ public:
 private:
   struct exec;
   struct plan;
-  std::map<std::string, std::unique_ptr<plan>> plans_;
+  // Every field of a job that selects its plan, as integers: looked up on every call, so it is
+  // hashed and compared without formatting the readable key (built only for a new problem).
+  struct fingerprint {
+    std::vector<std::int64_t> v;
+    bool operator==(fingerprint const& o) const noexcept { return v == o.v; }
+  };
+  struct fingerprint_hash {
+    std::size_t operator()(fingerprint const& f) const noexcept;
+  };
+  static void fingerprint_of(conv_job const& j, fingerprint& f);
+
+  std::map<std::string, std::unique_ptr<plan>> plans_;                      // by readable key
+  std::unordered_map<fingerprint, plan*, fingerprint_hash> by_fingerprint_; // the same plans
+  fingerprint scratch_; // reused for the lookup, so a known problem allocates no key
 };
 
 } // namespace halox::ops::detail::onednn

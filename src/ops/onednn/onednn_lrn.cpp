@@ -1,5 +1,6 @@
 #include "ops/onednn/onednn_lrn.hpp"
 
+#include <cstring>
 #include <sstream>
 #include <unordered_map>
 
@@ -71,6 +72,67 @@ template <class T> tensor_ref<T> merged(tensor_ref<T> const& t) {
 }
 } // namespace
 
+// One problem with one layout of the caller's views.
+struct lrn_engine::io {
+  plan* pl = nullptr;
+  memory usr_x, usr_a, usr_b; // x; y or dy; dx
+  dnnl::reorder r_x, r_a, r_b;
+  std::unordered_map<int, memory> fargs, bargs;
+};
+
+std::size_t
+lrn_engine::fingerprint_hash::operator()(std::vector<std::int64_t> const& v) const noexcept {
+  std::uint64_t h = 1469598103934665603ull; // FNV-1a over the values
+  for (std::int64_t x : v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+  return static_cast<std::size_t>(h);
+}
+
+lrn_engine::io* lrn_engine::views(bool for_backward, lrn_params const& p,
+                                  const_tensor_ref<float> const& x, dims const& a_strides,
+                                  dims const& b_strides) {
+  auto& v = scratch_;
+  v.clear();
+  v.push_back(for_backward);
+  v.push_back(p.size);
+  for (double d : {p.alpha, p.beta, p.k}) {
+    std::int64_t bits = 0;
+    std::memcpy(&bits, &d, sizeof bits);
+    v.push_back(bits);
+  }
+  v.push_back(static_cast<std::int64_t>(x.shape.size()));
+  v.insert(v.end(), x.shape.begin(), x.shape.end());
+  v.insert(v.end(), x.strides.begin(), x.strides.end());
+  v.insert(v.end(), a_strides.begin(), a_strides.end());
+  v.insert(v.end(), b_strides.begin(), b_strides.end());
+  auto it = ios_.find(v);
+  if (it != ios_.end()) return it->second.get();
+  plan* pl = find(x, p, for_backward);
+  if (pl == nullptr) return nullptr;
+  auto& c = ctx();
+  auto made = std::make_unique<io>();
+  io& o = *made;
+  o.pl = pl;
+  o.usr_x = memory(user_md(x), c.eng, DNNL_MEMORY_NONE);
+  o.r_x = dnnl::reorder(o.usr_x, pl->src_m);
+  o.fargs = {{DNNL_ARG_SRC, pl->src_m}, {DNNL_ARG_DST, pl->dst_m}};
+  const_tensor_ref<float> a(nullptr, x.shape, a_strides);
+  o.usr_a = memory(user_md(a), c.eng, DNNL_MEMORY_NONE);
+  if (!for_backward) {
+    o.r_a = dnnl::reorder(pl->dst_m, o.usr_a);
+  } else {
+    if (pl->ws_m.get_desc().get_size() != 0) o.fargs.emplace(DNNL_ARG_WORKSPACE, pl->ws_m);
+    o.r_a = dnnl::reorder(o.usr_a, pl->ddst_m);
+    o.bargs = {{DNNL_ARG_SRC, pl->src_m},
+               {DNNL_ARG_DIFF_DST, pl->ddst_m},
+               {DNNL_ARG_DIFF_SRC, pl->dsrc_m}};
+    if (pl->ws_m.get_desc().get_size() != 0) o.bargs.emplace(DNNL_ARG_WORKSPACE, pl->ws_m);
+    const_tensor_ref<float> b(nullptr, x.shape, b_strides);
+    o.usr_b = memory(user_md(b), c.eng, DNNL_MEMORY_NONE);
+    o.r_b = dnnl::reorder(pl->dsrc_m, o.usr_b);
+  }
+  return ios_.emplace(v, std::move(made)).first->second.get();
+}
+
 lrn_engine::lrn_engine() = default;
 lrn_engine::~lrn_engine() = default;
 
@@ -121,15 +183,16 @@ bool lrn_engine::forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_par
   check_ref(op, "y", y);
   require_same(op, "y", y, "x", x);
   if (x.size() == 0) return true;
-  plan* pl = find(x, p, false);
-  if (pl == nullptr) return false;
   try {
+    io* o = views(false, p, x, y.strides, {});
+    if (o == nullptr) return false;
+    plan* pl = o->pl;
     auto& c = ctx();
-    memory usr_x(user_md(x), c.eng, const_cast<float*>(x.data));
-    memory usr_y(user_md(y), c.eng, y.data);
-    dnnl::reorder(usr_x, pl->src_m).execute(c.strm, usr_x, pl->src_m);
-    pl->fwd.execute(c.strm, {{DNNL_ARG_SRC, pl->src_m}, {DNNL_ARG_DST, pl->dst_m}});
-    dnnl::reorder(pl->dst_m, usr_y).execute(c.strm, pl->dst_m, usr_y);
+    o->usr_x.set_data_handle(const_cast<float*>(x.data));
+    o->usr_a.set_data_handle(y.data);
+    o->r_x.execute(c.strm, o->usr_x, pl->src_m);
+    pl->fwd.execute(c.strm, o->fargs);
+    o->r_a.execute(c.strm, pl->dst_m, o->usr_a);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);
@@ -149,24 +212,19 @@ bool lrn_engine::backward(const_tensor_ref<float> x, const_tensor_ref<float> dy,
   require_same(op, "dy", dy, "x", x);
   require_same(op, "dx", dx, "x", x);
   if (x.size() == 0) return true;
-  plan* pl = find(x, p, true);
-  if (pl == nullptr) return false;
   try {
+    io* o = views(true, p, x, dy.strides, dx.strides);
+    if (o == nullptr) return false;
+    plan* pl = o->pl;
     auto& c = ctx();
-    memory usr_x(user_md(x), c.eng, const_cast<float*>(x.data));
-    memory usr_dy(user_md(dy), c.eng, const_cast<float*>(dy.data));
-    memory usr_dx(user_md(dx), c.eng, dx.data);
-    dnnl::reorder(usr_x, pl->src_m).execute(c.strm, usr_x, pl->src_m);
-    std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, pl->src_m}, {DNNL_ARG_DST, pl->dst_m}};
-    if (pl->ws_m.get_desc().get_size() != 0) fargs.emplace(DNNL_ARG_WORKSPACE, pl->ws_m);
-    pl->fwd.execute(c.strm, fargs);
-    dnnl::reorder(usr_dy, pl->ddst_m).execute(c.strm, usr_dy, pl->ddst_m);
-    std::unordered_map<int, memory> bargs{{DNNL_ARG_SRC, pl->src_m},
-                                          {DNNL_ARG_DIFF_DST, pl->ddst_m},
-                                          {DNNL_ARG_DIFF_SRC, pl->dsrc_m}};
-    if (pl->ws_m.get_desc().get_size() != 0) bargs.emplace(DNNL_ARG_WORKSPACE, pl->ws_m);
-    pl->bwd.execute(c.strm, bargs);
-    dnnl::reorder(pl->dsrc_m, usr_dx).execute(c.strm, pl->dsrc_m, usr_dx);
+    o->usr_x.set_data_handle(const_cast<float*>(x.data));
+    o->usr_a.set_data_handle(const_cast<float*>(dy.data));
+    o->usr_b.set_data_handle(dx.data);
+    o->r_x.execute(c.strm, o->usr_x, pl->src_m);
+    pl->fwd.execute(c.strm, o->fargs);
+    o->r_a.execute(c.strm, o->usr_a, pl->ddst_m);
+    pl->bwd.execute(c.strm, o->bargs);
+    o->r_b.execute(c.strm, pl->dsrc_m, o->usr_b);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);

@@ -10,9 +10,12 @@
 
 #include <halox/ops/lrn.hpp>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace halox::ops::detail::onednn {
 
@@ -35,8 +38,20 @@ public:
 
 private:
   struct plan;
+  struct io;
+  struct fingerprint_hash {
+    std::size_t operator()(std::vector<std::int64_t> const& v) const noexcept;
+  };
   plan* find(const_tensor_ref<float> const& x, lrn_params const& p, bool for_backward);
-  std::map<std::string, std::unique_ptr<plan>> plans_;
+  // The views of one call as memories and their reorders, per problem and view layout (built
+  // once: a repeated call creates no primitive and allocates no key).
+  // `a` is y (forward) or dy, `b` dx (backward only); all have x's shape.
+  io* views(bool for_backward, lrn_params const& p, const_tensor_ref<float> const& x,
+            dims const& a_strides, dims const& b_strides);
+
+  std::map<std::string, std::unique_ptr<plan>> plans_; // by problem (readable key)
+  std::unordered_map<std::vector<std::int64_t>, std::unique_ptr<io>, fingerprint_hash> ios_;
+  std::vector<std::int64_t> scratch_;
 };
 
 } // namespace halox::ops::detail::onednn

@@ -54,6 +54,36 @@ bool geometry(window3 const& w, box3 const& ob, int nsp, index_t n, index_t c, p
   return true;
 }
 
+void put_dims(std::vector<std::int64_t>& v, memory::dims const& d) {
+  v.push_back(static_cast<std::int64_t>(d.size()));
+  v.insert(v.end(), d.begin(), d.end());
+}
+
+void put_md(std::vector<std::int64_t>& v, memory::desc const& md) { // dims and strides
+  int const n = md.data.ndims;
+  v.push_back(n);
+  v.insert(v.end(), md.data.dims, md.data.dims + n);
+  v.insert(v.end(), md.data.format_desc.blocking.strides, md.data.format_desc.blocking.strides + n);
+}
+
+// The problem: direction, algorithm and geometry.
+void put_problem(std::vector<std::int64_t>& v, bool backward, pool_params const& p,
+                 pool_geom const& g) {
+  v.clear();
+  v.push_back(backward);
+  v.push_back(static_cast<std::int64_t>(p.kind));
+  v.push_back(p.count_include_pad);
+  for (auto const* d : {&g.src_dims, &g.dst_dims, &g.kernel, &g.stride, &g.dil, &g.pl, &g.pr})
+    put_dims(v, *d);
+}
+
+std::string key_of(bool backward, pool_params const& p, pool_geom const& g) {
+  return std::string(backward ? "bwd," : "fwd,") + std::to_string(static_cast<int>(p.kind)) +
+         std::to_string(p.count_include_pad) + ",src=" + dims_str(g.src_dims) +
+         ",dst=" + dims_str(g.dst_dims) + ",k=" + dims_str(g.kernel) + ",s=" + dims_str(g.stride) +
+         ",d=" + dims_str(g.dil) + ",pl=" + dims_str(g.pl) + ",pr=" + dims_str(g.pr);
+}
+
 dnnl::algorithm algorithm_of(pool_params const& p) {
   if (p.kind == pool_kind::max) return dnnl::algorithm::pooling_max;
   return p.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
@@ -103,6 +133,22 @@ struct pool_engine::plan {
   }
 };
 
+// One problem with one layout of the caller's views: the views as memories (their data pointers
+// set per call) and the reorders between them and the plan's dense buffers.
+struct pool_engine::io {
+  plan* pl = nullptr;
+  memory usr_x, usr_y, usr_dy, usr_dx, sub;
+  dnnl::reorder r_x, r_y, r_dy, r_dx;
+  std::unordered_map<int, memory> fwd_args, bwd_args;
+};
+
+std::size_t
+pool_engine::fingerprint_hash::operator()(std::vector<std::int64_t> const& v) const noexcept {
+  std::uint64_t h = 1469598103934665603ull; // FNV-1a over the values
+  for (std::int64_t x : v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+  return static_cast<std::size_t>(h);
+}
+
 pool_engine::pool_engine() = default;
 pool_engine::~pool_engine() = default;
 
@@ -127,26 +173,37 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
   pool_geom g;
   if (!geometry(w, ob, nsp, xb.n, xb.c, g)) return false;
   try {
-    std::string const key = "fwd," + std::to_string(static_cast<int>(p.kind)) +
-                            std::to_string(p.count_include_pad) + ",src=" + dims_str(g.src_dims) +
-                            ",dst=" + dims_str(g.dst_dims) + ",k=" + dims_str(g.kernel) +
-                            ",s=" + dims_str(g.stride) + ",d=" + dims_str(g.dil) +
-                            ",pl=" + dims_str(g.pl) + ",pr=" + dims_str(g.pr);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      try {
-        it = plans_.emplace(key, std::make_unique<plan>(g, p, false, nsp)).first;
-      } catch (dnnl::error const&) {
-        return false;
-      }
-    }
-    plan& pl = *it->second;
     auto& c = ctx();
-    memory usr_x(view_md(xb, g.src, nsp), c.eng, const_cast<float*>(at(xb, g.src.lo)));
-    memory usr_y(view_md(yb, ob, nsp), c.eng, at(yb, ob.lo));
-    dnnl::reorder(usr_x, pl.src_m).execute(c.strm, usr_x, pl.src_m);
-    pl.fwd.execute(c.strm, {{DNNL_ARG_SRC, pl.src_m}, {DNNL_ARG_DST, pl.dst_m}});
-    dnnl::reorder(pl.dst_m, usr_y).execute(c.strm, pl.dst_m, usr_y);
+    memory::desc const xmd = view_md(xb, g.src, nsp), ymd = view_md(yb, ob, nsp);
+    put_problem(scratch_, false, p, g);
+    put_md(scratch_, xmd);
+    put_md(scratch_, ymd);
+    auto it = ios_.find(scratch_);
+    if (it == ios_.end()) {
+      std::string const key = key_of(false, p, g);
+      auto pit = plans_.find(key);
+      if (pit == plans_.end()) {
+        try {
+          pit = plans_.emplace(key, std::make_unique<plan>(g, p, false, nsp)).first;
+        } catch (dnnl::error const&) {
+          return false;
+        }
+      }
+      auto v = std::make_unique<io>();
+      v->pl = pit->second.get();
+      v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);
+      v->usr_y = memory(ymd, c.eng, DNNL_MEMORY_NONE);
+      v->r_x = dnnl::reorder(v->usr_x, v->pl->src_m);
+      v->r_y = dnnl::reorder(v->pl->dst_m, v->usr_y);
+      v->fwd_args = {{DNNL_ARG_SRC, v->pl->src_m}, {DNNL_ARG_DST, v->pl->dst_m}};
+      it = ios_.emplace(scratch_, std::move(v)).first;
+    }
+    io& v = *it->second;
+    v.usr_x.set_data_handle(const_cast<float*>(at(xb, g.src.lo)));
+    v.usr_y.set_data_handle(at(yb, ob.lo));
+    v.r_x.execute(c.strm, v.usr_x, v.pl->src_m);
+    v.pl->fwd.execute(c.strm, v.fwd_args);
+    v.r_y.execute(c.strm, v.pl->dst_m, v.usr_y);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);
@@ -190,44 +247,63 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
        ++d) // inputs no window reads (stride > kernel): the reference zeroes them
     if (ib.lo[d] < g.src.lo[d] || ib.hi[d] > g.src.hi[d]) return false;
   try {
-    std::string const key = "bwd," + std::to_string(static_cast<int>(p.kind)) +
-                            std::to_string(p.count_include_pad) + ",src=" + dims_str(g.src_dims) +
-                            ",dst=" + dims_str(g.dst_dims) + ",k=" + dims_str(g.kernel) +
-                            ",s=" + dims_str(g.stride) + ",d=" + dims_str(g.dil) +
-                            ",pl=" + dims_str(g.pl) + ",pr=" + dims_str(g.pr);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      try {
-        it = plans_.emplace(key, std::make_unique<plan>(g, p, true, nsp)).first;
-      } catch (dnnl::error const&) {
-        return false;
-      }
-    }
-    plan& pl = *it->second;
     auto& c = ctx();
-    if (is_max) { // the winners of every window touching in_box, as oneDNN's workspace
-      memory usr_x(view_md(xb, g.src, nsp), c.eng, const_cast<float*>(at(xb, g.src.lo)));
-      dnnl::reorder(usr_x, pl.src_m).execute(c.strm, usr_x, pl.src_m);
-      pl.fwd.execute(
-          c.strm,
-          {{DNNL_ARG_SRC, pl.src_m}, {DNNL_ARG_DST, pl.dst_m}, {DNNL_ARG_WORKSPACE, pl.ws_m}});
+    memory::desc const dymd = view_md(dyb, ofp, nsp), dxmd = view_md(dxb, ib, nsp);
+    memory::desc const xmd = is_max ? view_md(xb, g.src, nsp) : memory::desc();
+    put_problem(scratch_, true, p, g);
+    put_md(scratch_, dymd);
+    put_md(scratch_, dxmd);
+    if (is_max) put_md(scratch_, xmd);
+    for (int i = 0; i < nsp; ++i) scratch_.push_back(ib.lo[d3(nsp, i)] - g.src.lo[d3(nsp, i)]);
+    auto it = ios_.find(scratch_);
+    if (it == ios_.end()) {
+      std::string const key = key_of(true, p, g);
+      auto pit = plans_.find(key);
+      if (pit == plans_.end()) {
+        try {
+          pit = plans_.emplace(key, std::make_unique<plan>(g, p, true, nsp)).first;
+        } catch (dnnl::error const&) {
+          return false;
+        }
+      }
+      auto v = std::make_unique<io>();
+      plan& pl = *pit->second;
+      v->pl = &pl;
+      if (is_max) { // the winners of every window touching in_box, as oneDNN's workspace
+        v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);
+        v->r_x = dnnl::reorder(v->usr_x, pl.src_m);
+        v->fwd_args = {
+            {DNNL_ARG_SRC, pl.src_m}, {DNNL_ARG_DST, pl.dst_m}, {DNNL_ARG_WORKSPACE, pl.ws_m}};
+      }
+      v->usr_dy = memory(dymd, c.eng, DNNL_MEMORY_NONE);
+      v->r_dy = dnnl::reorder(v->usr_dy, pl.ddst_m);
+      v->bwd_args = {{DNNL_ARG_DIFF_DST, pl.ddst_m}, {DNNL_ARG_DIFF_SRC, pl.dsrc_m}};
+      if (is_max) v->bwd_args.emplace(DNNL_ARG_WORKSPACE, pl.ws_m);
+      // dx on in_box: the in_box part of the region's gradient
+      memory::dims dims{dxb.n, dxb.c}, offs{0, 0};
+      for (int i = 0; i < nsp; ++i) {
+        int const d = d3(nsp, i);
+        dims.push_back(ib.extent(d));
+        offs.push_back(ib.lo[d] - g.src.lo[d]);
+      }
+      v->sub = memory(pl.dsrc_m.get_desc().submemory_desc(dims, offs), c.eng,
+                      pl.dsrc_m.get_data_handle());
+      v->usr_dx = memory(dxmd, c.eng, DNNL_MEMORY_NONE);
+      v->r_dx = dnnl::reorder(v->sub, v->usr_dx);
+      it = ios_.emplace(scratch_, std::move(v)).first;
     }
-    memory usr_dy(view_md(dyb, ofp, nsp), c.eng, const_cast<float*>(at(dyb, ofp.lo)));
-    dnnl::reorder(usr_dy, pl.ddst_m).execute(c.strm, usr_dy, pl.ddst_m);
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, pl.ddst_m},
-                                         {DNNL_ARG_DIFF_SRC, pl.dsrc_m}};
-    if (is_max) args.emplace(DNNL_ARG_WORKSPACE, pl.ws_m);
-    pl.bwd.execute(c.strm, args);
-    // dx on in_box: the in_box part of the region's gradient
-    memory::dims dims{dxb.n, dxb.c}, offs{0, 0};
-    for (int i = 0; i < nsp; ++i) {
-      int const d = d3(nsp, i);
-      dims.push_back(ib.extent(d));
-      offs.push_back(ib.lo[d] - g.src.lo[d]);
+    io& v = *it->second;
+    plan& pl = *v.pl;
+    if (is_max) {
+      v.usr_x.set_data_handle(const_cast<float*>(at(xb, g.src.lo)));
+      v.r_x.execute(c.strm, v.usr_x, pl.src_m);
+      pl.fwd.execute(c.strm, v.fwd_args);
     }
-    memory sub(pl.dsrc_m.get_desc().submemory_desc(dims, offs), c.eng, pl.dsrc_m.get_data_handle());
-    memory usr_dx(view_md(dxb, ib, nsp), c.eng, at(dxb, ib.lo));
-    dnnl::reorder(sub, usr_dx).execute(c.strm, sub, usr_dx);
+    v.usr_dy.set_data_handle(const_cast<float*>(at(dyb, ofp.lo)));
+    v.r_dy.execute(c.strm, v.usr_dy, pl.ddst_m);
+    pl.bwd.execute(c.strm, v.bwd_args);
+    v.usr_dx.set_data_handle(at(dxb, ib.lo));
+    v.r_dx.execute(c.strm, v.sub, v.usr_dx);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);
