@@ -413,11 +413,10 @@ template <class T> void fill_batch(dataset& d, split s, std::vector<index_t> con
   }
 }
 
-std::vector<int> batch_labels(dataset& d, split s, std::vector<index_t> const& ids, index_t lo,
-                              index_t hi) {
-  std::vector<int> l;
-  for (index_t n = lo; n < hi; ++n) l.push_back(d.label(s, ids[static_cast<std::size_t>(n)]));
-  return l;
+void batch_labels(dataset& d, split s, std::vector<index_t> const& ids, index_t lo, index_t hi,
+                  std::vector<int>& out) {
+  out.clear();
+  for (index_t n = lo; n < hi; ++n) out.push_back(d.label(s, ids[static_cast<std::size_t>(n)]));
 }
 
 std::vector<index_t> epoch_order(index_t n, std::uint64_t seed, int epoch) {

@@ -53,10 +53,10 @@ protected:
 template <class T> void fill_batch(dataset& d, split s, std::vector<halox::index_t> const& ids,
                                    halox::tensor_desc const& desc, std::vector<T>& buf);
 
-/// The labels of the samples `ids[n]` for the batch positions n in [lo, hi).
-[[nodiscard]] std::vector<int> batch_labels(dataset& d, split s,
-                                            std::vector<halox::index_t> const& ids,
-                                            halox::index_t lo, halox::index_t hi);
+/// The labels of the samples `ids[n]` for the batch positions n in [lo, hi), into `out`
+/// (reused: a step allocates nothing once it has held a batch).
+void batch_labels(dataset& d, split s, std::vector<halox::index_t> const& ids, halox::index_t lo,
+                  halox::index_t hi, std::vector<int>& out);
 
 /// The order of the training samples in epoch `epoch`: a permutation drawn from the seed and
 /// the epoch only, the same on every rank.

@@ -35,20 +35,29 @@ ops::dist_options op_options() {
   return o;
 }
 
-// Posts the all-reduce of `sums` (partial sums in double) and, once it completes, rounds the
-// totals into `a` (and `b`, which takes the tail of `sums` when non-null).
-template <class T> void post_sums(std::vector<double>& sums, std::vector<T>& a, std::vector<T>* b,
-                                  step_context const& c) {
+// Where a layer's all-reduced gradient sums go: `a`, and the tail into `b` when non-null.
+template <class T> struct sum_target {
+  std::vector<double>* sums = nullptr;
+  std::vector<T>* a = nullptr;
+  std::vector<T>* b = nullptr;
+  void round() const {
+    for (std::size_t i = 0; i < a->size(); ++i) (*a)[i] = static_cast<T>((*sums)[i]);
+    if (b)
+      for (std::size_t i = 0; i < b->size(); ++i) (*b)[i] = static_cast<T>((*sums)[a->size() + i]);
+  }
+};
+
+// Posts the all-reduce of `t.sums` (partial sums in double) and, once it completes, rounds the
+// totals into the target. The layer keeps `t`, so the finisher captures one pointer and fits in
+// std::function's inline storage: a step allocates nothing here.
+template <class T> void post_sums(sum_target<T> const& t, step_context const& c) {
   double const t0 = now();
   MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Iallreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM,
-                 c.grad_comm, &r);
+  MPI_Iallreduce(MPI_IN_PLACE, t.sums->data(), static_cast<int>(t.sums->size()), MPI_DOUBLE,
+                 MPI_SUM, c.grad_comm, &r);
   c.pending->push_back(r);
-  c.finish->push_back([&sums, &a, b] {
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<T>(sums[i]);
-    if (b)
-      for (std::size_t i = 0; i < b->size(); ++i) (*b)[i] = static_cast<T>(sums[a.size() + i]);
-  });
+  sum_target<T> const* tp = &t;
+  c.finish->push_back([tp] { tp->round(); });
   c.times->allreduce += now() - t0;
 }
 
@@ -122,7 +131,8 @@ public:
       if (nb) ops::conv_backward_bias_box<double>(dyb, out, sums_.data() + w.value.size());
     }
     c.times->compute += now() - t0;
-    post_sums(sums_, w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr, c);
+    target_ = {&sums_, &w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr};
+    post_sums(target_, c);
   }
 
 private:
@@ -138,7 +148,8 @@ private:
   ops::conv_params params_;
   ops::dist_conv<T> op_;
   std::vector<double> sums_, x64_, dy64_; // exact_grads: partial sums, double copies
-  bool relu_ = false;                     // a ReLU after this layer runs in its passes
+  sum_target<T> target_;
+  bool relu_ = false; // a ReLU after this layer runs in its passes
 };
 
 template <class T> class pool_layer final : public layer<T> {
@@ -452,7 +463,8 @@ public:
         if (nb) sums_[w.value.size() + static_cast<std::size_t>(o)] += g;
       }
     c.times->compute += now() - t0;
-    post_sums(sums_, w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr, c);
+    target_ = {&sums_, &w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr};
+    post_sums(target_, c);
     double const t1 = now();
     if (dx.data) {
       T* DX = static_cast<T*>(dx.data);
@@ -474,6 +486,7 @@ private:
   param_store<T>& ps_;
   layer_params lp_;
   std::vector<double> sums_; // partial, then total, gradient sums
+  sum_target<T> target_;
 };
 
 } // namespace

@@ -61,8 +61,9 @@ template <class T> loss_sums run_batch(network<T>& net, dataset& data, split s,
   double const t0 = now();
   fill_batch(data, s, ids, net.input_desc(), net.input());
   halox::box const own = net.logits_desc().owned_box();
-  std::vector<int> const labels =
-      own.empty() ? std::vector<int>{} : batch_labels(data, s, ids, own.lo[0], own.hi[0]);
+  thread_local std::vector<int> labels; // reused from step to step
+  labels.clear();
+  if (!own.empty()) batch_labels(data, s, ids, own.lo[0], own.hi[0], labels);
   c.times->compute += now() - t0; // data loading counts as local work
   net.forward(c);
   loss_sums const l = net.loss(labels, c);
@@ -131,8 +132,11 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
 
   int status = 0;
   try {
-    std::vector<index_t> order;
+    std::vector<index_t> order, ids;
     int order_epoch = -1;
+    // Reused from step to step (cleared, not reallocated).
+    std::vector<MPI_Request> pending;
+    std::vector<std::function<void()>> finish;
     epoch_stats ep;
     double const t_start = now();
     double last_test_accuracy = -1;
@@ -144,11 +148,11 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
         order = epoch_order(ntrain, o.seed, epoch);
         order_epoch = epoch;
       }
-      std::vector<index_t> ids(order.begin() + b * o.batch,
-                               order.begin() + std::min<index_t>(ntrain, (b + 1) * o.batch));
+      ids.assign(order.begin() + b * o.batch,
+                 order.begin() + std::min<index_t>(ntrain, (b + 1) * o.batch));
       phase_times t;
-      std::vector<MPI_Request> pending;
-      std::vector<std::function<void()>> finish;
+      pending.clear();
+      finish.clear();
       step_context c{true,    o.seed,         static_cast<std::uint64_t>(s),
                      &t,      grad_comm,      &pending,
                      &finish, o.deterministic};
