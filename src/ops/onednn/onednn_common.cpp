@@ -47,4 +47,22 @@ std::string dims_str(memory::dims const& d) {
   return s;
 }
 
+std::size_t fingerprint_hash::operator()(fingerprint const& f) const noexcept {
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::int64_t x : f) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+  return static_cast<std::size_t>(h);
+}
+
+void put_dims(fingerprint& f, memory::dims const& d) {
+  f.push_back(static_cast<std::int64_t>(d.size()));
+  f.insert(f.end(), d.begin(), d.end());
+}
+
+void put_md(fingerprint& f, memory::desc const& md) {
+  int const n = md.data.ndims;
+  f.push_back(n);
+  f.insert(f.end(), md.data.dims, md.data.dims + n);
+  f.insert(f.end(), md.data.format_desc.blocking.strides, md.data.format_desc.blocking.strides + n);
+}
+
 } // namespace halox::ops::detail::onednn

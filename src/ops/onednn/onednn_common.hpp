@@ -10,6 +10,7 @@
 #include <dnnl.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -45,5 +46,17 @@ double time_best(std::function<void()> const& f, int reps = 2);
 
 /// "a x b x c".
 std::string dims_str(memory::dims const& d);
+
+/// A problem (and the layout of the caller's views) as integers: the engines look a known
+/// problem up by it on every call, so it is hashed and compared without formatting a key.
+using fingerprint = std::vector<std::int64_t>;
+/// FNV-1a over a fingerprint's values.
+struct fingerprint_hash {
+  std::size_t operator()(fingerprint const& f) const noexcept;
+};
+/// Appends the count and the values of `d`.
+void put_dims(fingerprint& f, memory::dims const& d);
+/// Appends the rank, dimensions and strides of a caller's view.
+void put_md(fingerprint& f, memory::desc const& md);
 
 } // namespace halox::ops::detail::onednn

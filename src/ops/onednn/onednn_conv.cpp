@@ -227,35 +227,17 @@ conv_engine::conv_engine() = default;
 conv_engine::~conv_engine() = default;
 
 void conv_engine::fingerprint_of(conv_job const& j, fingerprint& f) {
-  auto& v = f.v;
-  v.clear();
-  auto put = [&v](memory::dims const& d) {
-    v.push_back(static_cast<std::int64_t>(d.size()));
-    v.insert(v.end(), d.begin(), d.end());
-  };
-  auto put_md = [&v](memory::desc const& md) { // dims and strides of a caller's view
-    int const n = md.data.ndims;
-    v.push_back(n);
-    v.insert(v.end(), md.data.dims, md.data.dims + n);
-    v.insert(v.end(), md.data.format_desc.blocking.strides,
-             md.data.format_desc.blocking.strides + n);
-  };
-  v.push_back(static_cast<std::int64_t>(j.kind));
-  v.push_back(j.nsp);
+  f.clear();
+  f.push_back(static_cast<std::int64_t>(j.kind));
+  f.push_back(j.nsp);
   for (auto const* d : {&j.src, &j.wei, &j.dst, &j.stride, &j.dil, &j.pl, &j.pr, &j.dst_offset})
-    put(*d);
-  v.push_back(j.bias);
-  v.push_back(j.relu);
-  put_md(j.usr_src);
-  put_md(j.usr_wei);
-  put_md(j.usr_dst);
-  v.push_back(omp_threads());
-}
-
-std::size_t conv_engine::fingerprint_hash::operator()(fingerprint const& f) const noexcept {
-  std::uint64_t h = 1469598103934665603ull; // FNV-1a over the values
-  for (std::int64_t x : f.v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
-  return static_cast<std::size_t>(h);
+    put_dims(f, *d);
+  f.push_back(j.bias);
+  f.push_back(j.relu);
+  put_md(f, j.usr_src);
+  put_md(f, j.usr_wei);
+  put_md(f, j.usr_dst);
+  f.push_back(omp_threads());
 }
 
 void conv_engine::run(char const* op, conv_job const& job, float* dw_plain) {

@@ -53,15 +53,7 @@ public:
 private:
   struct exec;
   struct plan;
-  // Every field of a job that selects its plan, as integers: looked up on every call, so it is
-  // hashed and compared without formatting the readable key (built only for a new problem).
-  struct fingerprint {
-    std::vector<std::int64_t> v;
-    bool operator==(fingerprint const& o) const noexcept { return v == o.v; }
-  };
-  struct fingerprint_hash {
-    std::size_t operator()(fingerprint const& f) const noexcept;
-  };
+  // Every field of a job that selects its plan (the readable key is built only for a new one).
   static void fingerprint_of(conv_job const& j, fingerprint& f);
 
   std::map<std::string, std::unique_ptr<plan>> plans_;                      // by readable key

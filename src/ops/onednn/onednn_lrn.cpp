@@ -80,13 +80,6 @@ struct lrn_engine::io {
   std::unordered_map<int, memory> fargs, bargs;
 };
 
-std::size_t
-lrn_engine::fingerprint_hash::operator()(std::vector<std::int64_t> const& v) const noexcept {
-  std::uint64_t h = 1469598103934665603ull; // FNV-1a over the values
-  for (std::int64_t x : v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
-  return static_cast<std::size_t>(h);
-}
-
 lrn_engine::io* lrn_engine::views(bool for_backward, lrn_params const& p,
                                   const_tensor_ref<float> const& x, dims const& a_strides,
                                   dims const& b_strides) {

@@ -39,9 +39,6 @@ public:
 private:
   struct plan;
   struct io;
-  struct fingerprint_hash {
-    std::size_t operator()(std::vector<std::int64_t> const& v) const noexcept;
-  };
   plan* find(const_tensor_ref<float> const& x, lrn_params const& p, bool for_backward);
   // The views of one call as memories and their reorders, per problem and view layout (built
   // once: a repeated call creates no primitive and allocates no key).
@@ -50,8 +47,8 @@ private:
             dims const& a_strides, dims const& b_strides);
 
   std::map<std::string, std::unique_ptr<plan>> plans_; // by problem (readable key)
-  std::unordered_map<std::vector<std::int64_t>, std::unique_ptr<io>, fingerprint_hash> ios_;
-  std::vector<std::int64_t> scratch_;
+  std::unordered_map<fingerprint, std::unique_ptr<io>, fingerprint_hash> ios_;
+  fingerprint scratch_; // reused for the lookup
 };
 
 } // namespace halox::ops::detail::onednn

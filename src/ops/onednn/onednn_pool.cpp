@@ -54,21 +54,8 @@ bool geometry(window3 const& w, box3 const& ob, int nsp, index_t n, index_t c, p
   return true;
 }
 
-void put_dims(std::vector<std::int64_t>& v, memory::dims const& d) {
-  v.push_back(static_cast<std::int64_t>(d.size()));
-  v.insert(v.end(), d.begin(), d.end());
-}
-
-void put_md(std::vector<std::int64_t>& v, memory::desc const& md) { // dims and strides
-  int const n = md.data.ndims;
-  v.push_back(n);
-  v.insert(v.end(), md.data.dims, md.data.dims + n);
-  v.insert(v.end(), md.data.format_desc.blocking.strides, md.data.format_desc.blocking.strides + n);
-}
-
 // The problem: direction, algorithm and geometry.
-void put_problem(std::vector<std::int64_t>& v, bool backward, pool_params const& p,
-                 pool_geom const& g) {
+void put_problem(fingerprint& v, bool backward, pool_params const& p, pool_geom const& g) {
   v.clear();
   v.push_back(backward);
   v.push_back(static_cast<std::int64_t>(p.kind));
@@ -82,6 +69,22 @@ std::string key_of(bool backward, pool_params const& p, pool_geom const& g) {
          std::to_string(p.count_include_pad) + ",src=" + dims_str(g.src_dims) +
          ",dst=" + dims_str(g.dst_dims) + ",k=" + dims_str(g.kernel) + ",s=" + dims_str(g.stride) +
          ",d=" + dims_str(g.dil) + ",pl=" + dims_str(g.pl) + ",pr=" + dims_str(g.pr);
+}
+
+// The plan of problem `g` in `plans`, built on first use; null when oneDNN cannot express it.
+template <class Plans>
+auto* find_plan(Plans& plans, bool backward, pool_params const& p, pool_geom const& g, int nsp) {
+  using plan = typename Plans::mapped_type::element_type;
+  std::string const key = key_of(backward, p, g);
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    try {
+      it = plans.emplace(key, std::make_unique<plan>(g, p, backward, nsp)).first;
+    } catch (dnnl::error const&) {
+      return static_cast<plan*>(nullptr);
+    }
+  }
+  return it->second.get();
 }
 
 dnnl::algorithm algorithm_of(pool_params const& p) {
@@ -142,13 +145,6 @@ struct pool_engine::io {
   std::unordered_map<int, memory> fwd_args, bwd_args;
 };
 
-std::size_t
-pool_engine::fingerprint_hash::operator()(std::vector<std::int64_t> const& v) const noexcept {
-  std::uint64_t h = 1469598103934665603ull; // FNV-1a over the values
-  for (std::int64_t x : v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
-  return static_cast<std::size_t>(h);
-}
-
 pool_engine::pool_engine() = default;
 pool_engine::~pool_engine() = default;
 
@@ -180,17 +176,10 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
     put_md(scratch_, ymd);
     auto it = ios_.find(scratch_);
     if (it == ios_.end()) {
-      std::string const key = key_of(false, p, g);
-      auto pit = plans_.find(key);
-      if (pit == plans_.end()) {
-        try {
-          pit = plans_.emplace(key, std::make_unique<plan>(g, p, false, nsp)).first;
-        } catch (dnnl::error const&) {
-          return false;
-        }
-      }
+      plan* const found = find_plan(plans_, false, p, g, nsp);
+      if (found == nullptr) return false;
       auto v = std::make_unique<io>();
-      v->pl = pit->second.get();
+      v->pl = found;
       v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);
       v->usr_y = memory(ymd, c.eng, DNNL_MEMORY_NONE);
       v->r_x = dnnl::reorder(v->usr_x, v->pl->src_m);
@@ -257,17 +246,10 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
     for (int i = 0; i < nsp; ++i) scratch_.push_back(ib.lo[d3(nsp, i)] - g.src.lo[d3(nsp, i)]);
     auto it = ios_.find(scratch_);
     if (it == ios_.end()) {
-      std::string const key = key_of(true, p, g);
-      auto pit = plans_.find(key);
-      if (pit == plans_.end()) {
-        try {
-          pit = plans_.emplace(key, std::make_unique<plan>(g, p, true, nsp)).first;
-        } catch (dnnl::error const&) {
-          return false;
-        }
-      }
+      plan* const found = find_plan(plans_, true, p, g, nsp);
+      if (found == nullptr) return false;
       auto v = std::make_unique<io>();
-      plan& pl = *pit->second;
+      plan& pl = *found;
       v->pl = &pl;
       if (is_max) { // the winners of every window touching in_box, as oneDNN's workspace
         v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);

@@ -38,15 +38,11 @@ public:
 private:
   struct plan;
   struct io;
-  // A problem and the caller's views as integers (see `io`): looked up on every call.
-  struct fingerprint_hash {
-    std::size_t operator()(std::vector<std::int64_t> const& v) const noexcept;
-  };
   std::map<std::string, std::unique_ptr<plan>> plans_; // by problem (readable key)
   // Per problem and caller view layout: the reorders between the views and the plan's dense
   // buffers, built once, so a repeated call creates no primitive and allocates no key.
-  std::unordered_map<std::vector<std::int64_t>, std::unique_ptr<io>, fingerprint_hash> ios_;
-  std::vector<std::int64_t> scratch_;
+  std::unordered_map<fingerprint, std::unique_ptr<io>, fingerprint_hash> ios_;
+  fingerprint scratch_; // reused for the lookup
 };
 
 } // namespace halox::ops::detail::onednn
