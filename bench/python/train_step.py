@@ -17,12 +17,12 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
-from mpi4py import MPI
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "examples", "python"))
 from train_spatial import build_model  # noqa: E402
 
+import halox  # noqa: E402
 import halox.torch as ht  # noqa: E402
 
 
@@ -37,14 +37,14 @@ def main():
     p.add_argument("--backend", default="mpi_pack")
     args = p.parse_args()
     torch.set_num_threads(1)
-    comm = MPI.COMM_WORLD
+    comm = halox.comm_world()
     size = (args.size, args.size)
     torch.manual_seed(0)
     x = torch.randn(args.batch, 1, *size)
     y = torch.randint(0, 10, (args.batch,))
     model = build_model(size, width=args.width)
     if args.serial:
-        if comm.Get_size() != 1:
+        if comm.size != 1:
             raise SystemExit("--serial runs on one process")
         grid = None
         xin, ysel = x, y
@@ -56,7 +56,7 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     times = []
     for step in range(args.warmup + args.steps):
-        comm.Barrier()
+        comm.barrier()
         t0 = time.perf_counter()
         out = model(xin)
         loss = F.cross_entropy(out, ysel, reduction="sum") / args.batch
@@ -65,13 +65,13 @@ def main():
         if grid is not None:
             ht.sync_grads(model, comm)
         opt.step()
-        dt = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        dt = comm.allreduce(time.perf_counter() - t0, op="max")
         if step >= args.warmup:
             times.append(dt)
-    if comm.Get_rank() == 0:
+    if comm.rank == 0:
         what = "torch alone" if args.serial else "halox + torch"
         split = "1x1" if grid is None else f"{grid.parts[0]}x{grid.parts[1]}"
-        print(f"| {what} | {comm.Get_size()} | {split} | {args.batch} | {args.size}x{args.size} | "
+        print(f"| {what} | {comm.size} | {split} | {args.batch} | {args.size}x{args.size} | "
               f"{1e3 * np.median(times):.1f} | {1e3 * np.percentile(times, 90):.1f} |",
               flush=True)
 

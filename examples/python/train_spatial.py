@@ -12,8 +12,9 @@ halox redistribution. The parallel model computes what the same model would on o
 With --data, the folder holds MNIST's train-images-idx3-ubyte and train-labels-idx1-ubyte
 (optionally gzipped, as downloaded); the last 10,000 images are held out for evaluation.
 Without it, the script makes a learnable synthetic set: each class is a bright blob at its own
-place in the image, with noise. The PYTHONPATH must reach the halox package (e.g.
-build/openmpi/python, or the installed site-packages folder).
+place in the image, with noise. halox must be importable: `pip install .` from the
+repository, or PYTHONPATH=<build>/python. It runs on any MPI halox was built for; mpi4py is not
+needed.
 """
 
 import argparse
@@ -26,8 +27,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from mpi4py import MPI
-
+import halox
 import halox.torch as ht
 
 
@@ -132,7 +132,7 @@ def run_epoch(model, grid, size, x, y, batch, opt=None):
 def main():
     args = parse()
     torch.set_num_threads(args.threads)
-    comm = MPI.COMM_WORLD
+    comm = halox.comm_world()  # or mpi4py's MPI.COMM_WORLD, where mpi4py runs on halox's MPI
     (xtr, ytr), (xte, yte) = load(args)
     size = tuple(xtr.shape[2:])
     grid = ht.SpatialGrid(comm, [int(v) for v in args.parts.split(",")])
@@ -140,7 +140,7 @@ def main():
     model = ht.parallelize(build_model(size), grid, size)
     ht.sync_params(model, comm)  # one starting point everywhere, whatever the seeds did
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    ht.print(f"{comm.Get_size()} process(es), image {size[0]}x{size[1]} split "
+    ht.print(f"{comm.size} process(es), image {size[0]}x{size[1]} split "
              f"{grid.parts[0]}x{grid.parts[1]}, {len(xtr)} training / {len(xte)} evaluation "
              f"images ({'MNIST' if args.data else 'synthetic'}), batch {args.batch}")
     for epoch in range(args.epochs):

@@ -24,8 +24,6 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from mpi4py import MPI
-
 import halox
 
 #: Backend of the plans the layers build when none is given. Layers build their plans lazily,
@@ -48,8 +46,9 @@ def _agree(comm, what, key, problem=None):
     unless all keys match and no rank has a problem. Layers check this before choosing a plan,
     so that ranks never build or run different plans (which would leave them waiting for
     each other)."""
+    comm = halox.as_comm(comm)
     got = comm.allgather((key, problem))
-    me = comm.Get_rank()
+    me = comm.rank
     for r, (_, p) in enumerate(got):
         if p is not None:
             if r == me:
@@ -243,13 +242,14 @@ class _AllReduceSum(torch.autograd.Function):
 
 
 def _allreduce(x, comm):
-    a = np.ascontiguousarray(x.detach().cpu().numpy())
-    comm.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM)
+    a = np.array(x.detach().cpu().numpy(), order="C")
+    halox.as_comm(comm).allreduce_inplace(a, "sum")
     return torch.from_numpy(a).to(x.device)
 
 
 def all_reduce_sum(x, comm):
-    """Differentiable sum of ``x`` over the processes of an mpi4py communicator."""
+    """Differentiable sum of ``x`` over the processes of ``comm`` (any communicator halox
+    accepts)."""
     return _AllReduceSum.apply(x, comm)
 
 
@@ -260,7 +260,8 @@ class SpatialGrid:
     """Processes splitting the spatial dimensions of NC(D)HW tensors.
 
     ``parts`` has one entry per spatial dimension (2 for NCHW, 3 for NCDHW); zeros are chosen
-    for the communicator's size. Collective over ``comm`` (an mpi4py communicator).
+    for the communicator's size. Collective over ``comm`` (a :class:`halox.Comm`, an mpi4py
+    communicator on halox's MPI, or an integer handle).
     """
 
     def __init__(self, comm, parts):
@@ -269,7 +270,8 @@ class SpatialGrid:
             _fail(f"SpatialGrid: {len(parts)} spatial dimensions; use 1, 2 or 3 (NCW, NCHW, NCDHW)")
         if 0 in parts:
             fixed = [p for p in parts if p > 0]
-            free = MPI.Compute_dims(comm.Get_size() // max(1, math.prod(fixed)), parts.count(0))
+            free = halox.dims_create(halox.as_comm(comm).size // max(1, math.prod(fixed)),
+                                parts.count(0))
             parts = [p if p > 0 else free.pop(0) for p in parts]
         self.comm = comm
         self.parts = tuple(parts)
@@ -565,8 +567,7 @@ def _global_stats(x, comm):
         mine[1] = mean.double().cpu().numpy()
         mine[2] = var.double().cpu().numpy()
     mine[0] = n
-    allp = np.empty((comm.Get_size(), 3, c))
-    comm.Allgather(mine, allp)
+    allp = np.stack(halox.as_comm(comm).allgather(mine))
     counts, means, variances = allp[:, 0], allp[:, 1], allp[:, 2]
     total = counts.sum(0)
     gmean = (counts * means).sum(0) / total
@@ -607,7 +608,7 @@ class _SpatialBatchNorm(torch.autograd.Function):
         local = np.stack([gb_local.double().cpu().numpy(),
                           (gw_local.double() / invstd.double()).cpu().numpy()])
         summed = local.copy()
-        ctx.comm.Allreduce(MPI.IN_PLACE, summed, op=MPI.SUM)
+        halox.as_comm(ctx.comm).allreduce_inplace(summed, "sum")
         m = ctx.count
         sum_g = torch.from_numpy(summed[0]).to(x.dtype).to(x.device)
         sum_gxmu = torch.from_numpy(summed[1]).to(x.dtype).to(x.device)
@@ -792,10 +793,11 @@ def parallelize(model, grid, input_size, backend=None):
 def sync_params(module, comm, root=0):
     """Broadcasts every parameter and buffer of ``module`` from ``root`` (collective), so all
     processes start from the same model."""
+    comm = halox.as_comm(comm)
     for t in list(module.parameters()) + list(module.buffers()):
         with torch.no_grad():
             a = t.detach().cpu().contiguous().numpy().copy()
-            comm.Bcast(a, root=root)
+            comm.bcast_inplace(a, root=root)
             t.copy_(torch.from_numpy(a))
 
 
@@ -813,9 +815,10 @@ def sync_grads(module, comm, op="sum"):
         return
     flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1)
                       .double().cpu() for p in params]).numpy()
-    comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
+    comm = halox.as_comm(comm)
+    comm.allreduce_inplace(flat, "sum")
     if op == "mean":
-        flat /= comm.Get_size()
+        flat /= comm.size
     offset = 0
     for p in params:
         n = p.numel()
@@ -830,8 +833,7 @@ def sync_grads(module, comm, op="sum"):
 def print(*args, comm=None, rank=0, **kwargs):  # noqa: A001 - deliberately rank-aware print
     """``print`` on one process (``rank``, default 0) of ``comm`` (default COMM_WORLD), or on
     every process with a ``[rank r]`` prefix when ``rank='all'``."""
-    comm = comm if comm is not None else MPI.COMM_WORLD
-    me = comm.Get_rank()
+    me = halox.as_comm(comm if comm is not None else halox.comm_world()).rank
     if rank == "all":
         builtins.print(f"[rank {me}]", *args, **kwargs, flush=True)
     elif me == rank:

@@ -22,30 +22,7 @@ std::string type_name(py::handle h) {
   return py::str(py::type::handle_of(h).attr("__qualname__")).cast<std::string>();
 }
 
-py::module_ mpi4py() { return py::module_::import("mpi4py.MPI"); }
-
 } // namespace
-
-MPI_Comm to_comm(py::handle comm) {
-  py::module_ mpi = mpi4py();
-  if (!py::isinstance(comm, mpi.attr("Comm")))
-    fail("expected an mpi4py communicator (mpi4py.MPI.Comm), got a " + type_name(comm) +
-         "; pass e.g. mpi4py.MPI.COMM_WORLD");
-  // _addressof gives the address of the MPI_Comm inside the mpi4py object, which is portable
-  // across MPI libraries (MPICH's handles are ints, Open MPI's are pointers).
-  auto const addr = mpi.attr("_addressof")(comm).cast<std::uintptr_t>();
-  MPI_Comm const c = *reinterpret_cast<MPI_Comm*>(addr);
-  if (c == MPI_COMM_NULL) fail("the mpi4py communicator is MPI.COMM_NULL; pass a valid one");
-  return c;
-}
-
-py::object from_comm(MPI_Comm c) {
-  py::module_ mpi = mpi4py();
-  py::object obj = mpi.attr("Intracomm")();
-  auto const addr = mpi.attr("_addressof")(obj).cast<std::uintptr_t>();
-  *reinterpret_cast<MPI_Comm*>(addr) = c;
-  return obj;
-}
 
 halox::dtype to_dtype(py::handle h) {
   if (py::isinstance<halox::dtype>(h)) return h.cast<halox::dtype>();

@@ -1,6 +1,6 @@
 #pragma once
 /// \file buffers.hpp
-/// Conversions between Python objects and halox values: mpi4py communicators, element types,
+/// Conversions between Python objects and halox values: element types,
 /// and NumPy arrays / torch tensors seen as local buffers of a descriptor (never copied).
 
 #include <halox/halox.hpp>
@@ -17,11 +17,6 @@ namespace py = pybind11;
 
 /// Throws `halox::error` (invalid_argument) with `msg`.
 [[noreturn]] void fail(std::string const& msg);
-
-/// The MPI_Comm behind an mpi4py communicator (borrowed, not duplicated).
-MPI_Comm to_comm(py::handle comm);
-/// A new mpi4py communicator object holding `c` (the caller decides who frees it).
-py::object from_comm(MPI_Comm c);
 
 /// Element type from a halox.dtype, a name ("float32"), a NumPy dtype or type, or a torch dtype.
 halox::dtype to_dtype(py::handle h);

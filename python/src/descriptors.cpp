@@ -2,6 +2,7 @@
 // tensor descriptors and contexts.
 #include "bindings.hpp"
 #include "buffers.hpp"
+#include "comm.hpp"
 
 #include <pybind11/stl.h>
 
@@ -106,7 +107,7 @@ void bind_descriptors(py::module_& m) {
       "Chooses the zero entries of `dims` for `nprocs` processes and a tensor of `shape`.");
 
   py::class_<halox::process_grid>(m, "ProcessGrid",
-                                  "A Cartesian grid of processes over an mpi4py communicator.")
+                                  "A Cartesian grid of processes over a communicator.")
       .def(py::init([](py::handle comm, std::vector<int> dims) {
              return halox::process_grid(to_comm(comm), std::move(dims));
            }),
@@ -134,19 +135,23 @@ void bind_descriptors(py::module_& m) {
           py::arg("rank") = py::none(), "Grid coordinates of `rank` (default: this process).")
       .def("rank_of", &halox::process_grid::rank_of, py::arg("coords"))
       .def_property_readonly(
-          "comm", [](halox::process_grid const& g) { return from_comm(g.comm()); },
-          "The grid's private communicator as an mpi4py object (owned by the grid: do not Free).")
+          "comm",
+          [](halox::process_grid const& g) {
+            return from_comm(g.comm(), false, std::make_shared<halox::process_grid const>(g));
+          },
+          "The grid's private communicator (halox.Comm, or mpi4py's type when mpi4py is in "
+          "use), owned by the grid: do not free it.")
       .def(
           "sub_comm",
           [](halox::process_grid const& g, std::vector<bool> const& keep) {
             halox::communicator sub = g.sub_comm(keep);
             MPI_Comm dup = MPI_COMM_NULL;
             HALOX_MPI_CHECK(MPI_Comm_dup(sub.get(), &dup));
-            return from_comm(dup);
+            return from_comm(dup, true);
           },
           py::arg("keep"),
-          "Collective. A new mpi4py communicator spanning the dimensions where keep[d] is true "
-          "(the caller frees it with .Free()).")
+          "Collective. A new communicator spanning the dimensions where keep[d] is true (a "
+          "halox.Comm that frees itself, or with mpi4py an mpi4py object to .Free()).")
       .def("__repr__", [](halox::process_grid const& g) {
         return "ProcessGrid(dims=" + shape_str({g.dims().begin(), g.dims().end()}) +
                ", rank=" + std::to_string(g.rank()) + ")";

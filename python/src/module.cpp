@@ -2,6 +2,7 @@
 // package (python/halox/__init__.py) re-exports it and adds halox.torch.
 #include "bindings.hpp"
 #include "buffers.hpp"
+#include "comm.hpp"
 
 #include <halox/halox.hpp>
 
@@ -11,6 +12,8 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_halox, m) {
   m.doc() = "halox: halo exchange and redistribution of distributed N-d tensors over MPI";
+  // Before anything that may call MPI: initialise it unless another binding (mpi4py) did.
+  halox_py::init_mpi(m);
 
   // halox::error becomes halox.Error (a RuntimeError) carrying the C++ message and its parts, so
   // Python code can branch on the category without parsing the text.
@@ -66,8 +69,11 @@ PYBIND11_MODULE(_halox, m) {
   m.def("build_info", &halox::build_info,
         "What this build contains: version, MPI library, enabled backends.");
   m.def("mpi_library_version", &halox::mpi_library_version);
+  m.attr("VERSION") = HALOX_VERSION_STRING;
+  m.attr("MPI_FLAVOUR") = HALOX_MPI_FLAVOUR;
   m.attr("HAS_CUDA") = static_cast<bool>(HALOX_HAS_CUDA);
 
+  halox_py::bind_comm(m);
   halox_py::bind_descriptors(m);
   halox_py::bind_plans(m);
 }

@@ -8,6 +8,7 @@
 // to be right.
 #include "bindings.hpp"
 #include "buffers.hpp"
+#include "comm.hpp"
 
 #include <pybind11/stl.h>
 

@@ -4,10 +4,21 @@ Checks are combined over all ranks before asserting (`agree`), so a result that 
 rank fails the test on every rank, and no rank runs ahead into the next test's collectives.
 """
 
-import numpy as np
-from mpi4py import MPI
+import os
 
-COMM = MPI.COMM_WORLD
+import numpy as np
+
+#: Which communicators the suites run on (run_pytest.py --comm): "builtin" (halox.Comm, no
+#: mpi4py in the process) or "mpi4py" (mpi4py initialises MPI and its COMM_WORLD is passed).
+COMM_PATH = os.environ.get("HALOX_TEST_COMM", "builtin")
+if COMM_PATH == "mpi4py":
+    from mpi4py import MPI  # before halox, so that mpi4py initialises MPI
+
+    COMM = MPI.COMM_WORLD
+else:
+    import halox
+
+    COMM = halox.comm_world()
 BACKENDS = ["mpi_pack", "mpi_datatype", "alltoallv", "mpi_pipeline"]
 
 
@@ -122,4 +133,16 @@ def global_array(shape, dtype, seed=1):
 
 def grid_dims(n, ndim):
     """A grid splitting the first dimensions of an `ndim`-d tensor over `n` ranks."""
-    return list(MPI.Compute_dims(n, ndim))
+    import halox
+
+    return halox.dims_create(n, ndim)
+
+
+def split(comm, color, key=0):
+    """comm split by `color` on either communicator path."""
+    return comm.Split(color, key) if COMM_PATH == "mpi4py" else comm.split(color, key)
+
+
+def free(comm):
+    """Frees a communicator from split() on either path."""
+    comm.Free() if COMM_PATH == "mpi4py" else comm.free()

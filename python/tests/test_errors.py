@@ -21,13 +21,13 @@ def raises_everywhere(fn, *needles):
 
 
 def desc_1d(dtype="float64", halo=1):
-    n = COMM.Get_size()
+    n = COMM.size
     grid = halox.ProcessGrid(COMM, [n, 1])
     return halox.TensorDesc(grid, [4 * n, 3], dtype, [halox.DimOptions.halo(halo), None])
 
 
 def test_error_carries_the_cpp_message_and_category():
-    n = COMM.Get_size()
+    n = COMM.size
     grid = halox.ProcessGrid(COMM, [n, 1])
     with pytest.raises(halox.Error) as info:
         halox.TensorDesc(grid, [8, 3], "float32", [halox.DimOptions.halo(9), None])
@@ -39,7 +39,7 @@ def test_error_carries_the_cpp_message_and_category():
 @pytest.mark.parametrize("bad_rank", [0, -1])
 def test_wrong_dtype_on_one_rank_fails_everywhere(bad_rank):
     d = desc_1d()
-    bad = COMM.Get_rank() == bad_rank % COMM.Get_size()
+    bad = COMM.rank == bad_rank % COMM.size
     x = d.zeros().astype(np.float32) if bad else d.zeros()
     plan = halox.HaloPlan(d, backend="mpi_pack")
     msg = raises_everywhere(lambda: plan.execute(x))
@@ -110,11 +110,11 @@ def test_bad_arguments_name_the_value():
 
 
 def test_inconsistent_descriptions_fail_on_every_rank():
-    n = COMM.Get_size()
+    n = COMM.size
     if n == 1:
         pytest.skip("needs two ranks to disagree")
     grid = halox.ProcessGrid(COMM, [n, 1])
-    shape = [8, 3] if COMM.Get_rank() else [8, 4]
+    shape = [8, 3] if COMM.rank else [8, 4]
     try:
         halox.TensorDesc(grid, shape, "float64")
         code = None
@@ -124,7 +124,7 @@ def test_inconsistent_descriptions_fail_on_every_rank():
 
 
 def test_redistribute_wrong_buffers():
-    n = COMM.Get_size()
+    n = COMM.size
     src = desc_1d()
     dst = halox.TensorDesc(halox.ProcessGrid(COMM, [1, n]), src.shape, "float64")
     plan = halox.RedistributePlan(src, dst, backend="mpi_pack")

@@ -7,7 +7,7 @@ import pytest
 
 import halox
 from helpers import (BACKENDS, COMM, agree, agree_close, global_array, grid_dims, halo_oracle,
-                     reverse_oracle, rank_buffer)
+                     free, rank_buffer, reverse_oracle, split)
 
 
 def make_desc(shape, dims, opts, dtype="float64", strides=None):
@@ -16,9 +16,9 @@ def make_desc(shape, dims, opts, dtype="float64", strides=None):
 
 
 def test_descriptor_queries_match_the_distribution():
-    n = COMM.Get_size()
+    n = COMM.size
     d = make_desc([10, 7], [n, 1], [halox.DimOptions.halo(2), halox.DimOptions(1, 0, True)])
-    me = COMM.Get_rank()
+    me = COMM.rank
     box = d.owned_box()
     # Balanced blocks: the first 10 % n parts get one extra row.
     base, extra = divmod(10, n)
@@ -33,7 +33,7 @@ def test_descriptor_queries_match_the_distribution():
 
 
 def test_process_grid_create_chooses_dims():
-    n = COMM.Get_size()
+    n = COMM.size
     g = halox.ProcessGrid.create(COMM, [0, 0, 0, 0], [8, 3, 64, 64], [0, 0, 1, 1], [0, 0, 1, 1])
     # Sample-parallel first when it can: no halo traffic at all.
     agree(g.dims == [n, 1, 1, 1] and g.size == n and g.coords() == [g.rank, 0, 0, 0],
@@ -44,7 +44,7 @@ def test_process_grid_create_chooses_dims():
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("periodic", [False, True])
 def test_halo_exchange_2d_vs_numpy(backend, periodic):
-    n = COMM.Get_size()
+    n = COMM.size
     dims = grid_dims(n, 2)
     shape = [9, 8]
     d = make_desc(shape, dims, [halox.DimOptions(1, 2, periodic), halox.DimOptions.halo(1, periodic)])
@@ -60,7 +60,7 @@ def test_halo_exchange_2d_vs_numpy(backend, periodic):
 
 def test_multi_hop_halo_wider_than_a_neighbours_block():
     # A 7-wide halo window on 7 cells split up to 4 ways reaches ranks two hops away.
-    n = COMM.Get_size()
+    n = COMM.size
     d = make_desc([7, 3], [n, 1], [halox.DimOptions.halo(3), None], "float32")
     glob = global_array([7, 3], np.float32)
     x = d.zeros()
@@ -71,7 +71,7 @@ def test_multi_hop_halo_wider_than_a_neighbours_block():
 
 def test_start_wait_and_3d_torch_tensor():
     torch = pytest.importorskip("torch")
-    n = COMM.Get_size()
+    n = COMM.size
     shape = [6, 5, 4]
     d = make_desc(shape, grid_dims(n, 3), [halox.DimOptions.halo(1, True)] * 3, "float32")
     glob = global_array(shape, np.float32)
@@ -85,17 +85,17 @@ def test_start_wait_and_3d_torch_tensor():
 
 @pytest.mark.parametrize("op", ["sum", "max", "min"])
 def test_reverse_exchange_vs_numpy(op):
-    n = COMM.Get_size()
+    n = COMM.size
     shape = [7, 6]
     d = make_desc(shape, grid_dims(n, 2), [halox.DimOptions(2, 1), halox.DimOptions.halo(1, True)])
-    x = rank_buffer(d, COMM.Get_rank(), 11, np.float64)
+    x = rank_buffer(d, COMM.rank, 11, np.float64)
     plan = halox.HaloPlan(d, backend="mpi_pack")
     plan.execute_reverse(x, op)
     agree_close(x, reverse_oracle(d, 11, op, np.float64), what=f"reverse {op}")
 
 
 def test_two_tensors_in_one_plan():
-    n = COMM.Get_size()
+    n = COMM.size
     a = make_desc([8, 4], [n, 1], [halox.DimOptions.halo(1), None], "float64")
     b = make_desc([5, 3], [n, 1], [halox.DimOptions.halo(2, True), None], "int32")
     ga = global_array([8, 4], np.float64)
@@ -113,7 +113,7 @@ def test_two_tensors_in_one_plan():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_redistribute_forward_and_inverse(backend):
-    n = COMM.Get_size()
+    n = COMM.size
     shape = [6, 10]
     src = make_desc(shape, [n, 1], [halox.DimOptions.halo(1), None])
     dst = make_desc(shape, [1, n], [None, halox.DimOptions(2, 0)])
@@ -134,9 +134,9 @@ def test_redistribute_forward_and_inverse(backend):
 
 def test_redistribute_across_communicators():
     # Source on the first half of the ranks, destination on all of them.
-    n, me = COMM.Get_size(), COMM.Get_rank()
+    n, me = COMM.size, COMM.rank
     k = max(1, n // 2)
-    sub = COMM.Split(0 if me < k else 1, me)
+    sub = split(COMM, 0 if me < k else 1, me)
     shape = [5, 4]
     glob = global_array(shape, np.float32)
     src = None
@@ -152,29 +152,29 @@ def test_redistribute_across_communicators():
     plan.execute(x, y)
     agree_close(y[dst.owned_slices], glob[dst.global_slices], what="across communicators")
     agree(plan.is_source == (me < k), "is_source")
-    sub.Free()
+    free(sub)
 
 
 def test_gather_scatter_and_whole_on_rank():
-    n = COMM.Get_size()
+    n = COMM.size
     shape = [7, 3]
     d = make_desc(shape, [n, 1], [halox.DimOptions.halo(1), None])
     glob = global_array(shape, np.float64)
     x = d.zeros()
-    halox.scatter(glob if COMM.Get_rank() == n - 1 else None, d, x, root=n - 1, halo_after=True)
+    halox.scatter(glob if COMM.rank == n - 1 else None, d, x, root=n - 1, halo_after=True)
     agree_close(x, halo_oracle(d, glob, 0.0), what="scatter with halos")
     g = halox.gather(d, x, root=0)
-    agree((g is None) == (COMM.Get_rank() != 0), "gather returns on root only")
+    agree((g is None) == (COMM.rank != 0), "gather returns on root only")
     if g is not None:
         agree_close(g, glob, what="gather")
     else:
         agree(True)
     whole = halox.whole_on_rank(d, 0)
-    agree(whole.local_shape == (shape if COMM.Get_rank() == 0 else [0, 0]), "whole_on_rank")
+    agree(whole.local_shape == (shape if COMM.rank == 0 else [0, 0]), "whole_on_rank")
 
 
 def test_box_gather_vs_numpy():
-    n = COMM.Get_size()
+    n = COMM.size
     shape = [8, 5]
     d = make_desc(shape, [n, 1], None, "float64")
     glob = global_array(shape, np.float64)
@@ -184,14 +184,14 @@ def test_box_gather_vs_numpy():
     need = [[(p, 8) for p in range(n)], [(1, 4)]]
     plan = halox.BoxGatherPlan(d, need, backend="mpi_pack")
     out = plan.execute(x)
-    me = COMM.Get_rank()
+    me = COMM.rank
     agree(tuple(plan.shape) == (8 - me, 3) and tuple(plan.origin) == (me, 1), "shape/origin")
     agree_close(out, glob[me:8, 1:4], what="box gather")
 
 
 def test_non_contiguous_views_with_matching_strides():
     torch = pytest.importorskip("torch")
-    n = COMM.Get_size()
+    n = COMM.size
     shape = [6, 4]
     # A column-major local buffer: describe its strides and halox uses it in place.
     grid = halox.ProcessGrid(COMM, [n, 1])
@@ -211,17 +211,17 @@ def test_backends_build_info_and_context():
     agree(halox.HAS_CUDA or halox.device_backends() == [], "device backends without CUDA")
     agree("MPI" in halox.describe(), "describe")
     ctx = halox.Context(COMM)
-    d = make_desc([4 * COMM.Get_size(), 2], [COMM.Get_size(), 1], [halox.DimOptions.halo(1), None])
+    d = make_desc([4 * COMM.size, 2], [COMM.size, 1], [halox.DimOptions.halo(1), None])
     p = halox.HaloPlan(d, context=ctx, backend="mpi_pack")
-    agree(p.context == ctx and ctx.plans_built >= 1 and ctx.size == COMM.Get_size(), "context")
+    agree(p.context == ctx and ctx.plans_built >= 1 and ctx.size == COMM.size, "context")
     agree("plan(s) built" in ctx.describe(), ctx.describe())
 
 
 def test_tune_options_reach_automatic_selection():
-    d = make_desc([4 * COMM.Get_size(), 2], [COMM.Get_size(), 1], [halox.DimOptions.halo(1), None])
+    d = make_desc([4 * COMM.size, 2], [COMM.size, 1], [halox.DimOptions.halo(1), None])
     p = halox.HaloPlan(d, tune={"trials": 3, "recheck": False, "watch": False})
     text = p.describe()
-    if COMM.Get_size() > 1:
+    if COMM.size > 1:
         agree("re-check: off" in text and "watching" not in text, text)
     t = d.zeros()
     p.execute(t)
@@ -235,7 +235,7 @@ def test_pipelined_backend_cuts_messages_into_fragments():
         ctx = halox.Context(COMM)
     finally:
         del os.environ["HALOX_PIPELINE_FRAGMENT"]
-    n = COMM.Get_size()
+    n = COMM.size
     shape = [9, 8]
     d = make_desc(shape, grid_dims(n, 2), [halox.DimOptions.halo(2, True), halox.DimOptions.halo(1, True)])
     glob = global_array(shape, np.float64)

@@ -110,7 +110,7 @@ def test_ncdhw_model_matches_serial():
 def test_pool_window_spanning_non_adjacent_ranks():
     # 7x7 max/avg windows on a 7x5 image split up to 4 ways along H: blocks of 2 rows, so a
     # window reaches ranks two hops away.
-    n = COMM.Get_size()
+    n = COMM.size
     grid = ht.SpatialGrid(COMM, (n, 1))
     torch.manual_seed(2)
     X = torch.randn(2, 3, 7, 5, dtype=torch.float64)
@@ -135,7 +135,7 @@ def test_pool_window_spanning_non_adjacent_ranks():
 
 
 def test_circular_conv_uses_periodic_halos():
-    n = COMM.Get_size()
+    n = COMM.size
     grid = ht.SpatialGrid(COMM, (1, n))
     torch.manual_seed(3)
     conv = nn.Conv2d(2, 2, 3, padding=1, padding_mode="circular").double()
@@ -150,7 +150,7 @@ def adjoint_gap(fn, x_shape, seed):
     """|sum over ranks <fn(x), w> - sum over ranks <x, grad>| for random x and w, where grad is
     the backward of <fn(x), w>: zero (to rounding) exactly when backward is the adjoint of the
     linear map fn across all ranks."""
-    gen = torch.Generator().manual_seed(seed + 97 * COMM.Get_rank())
+    gen = torch.Generator().manual_seed(seed + 97 * COMM.rank)
     x = torch.randn(*x_shape, generator=gen, dtype=torch.float64, requires_grad=True)
     y = fn(x)
     w = torch.randn(*y.shape, generator=gen, dtype=torch.float64)
@@ -161,7 +161,7 @@ def adjoint_gap(fn, x_shape, seed):
 
 
 def test_halo_exchange_and_redistribute_backward_are_adjoints():
-    n = COMM.Get_size()
+    n = COMM.size
     grid = halox.ProcessGrid(COMM, [n, 1])
     desc = halox.TensorDesc(grid, [2 * n + 1, 3], "float64",
                             [halox.DimOptions(1, 2, True), halox.DimOptions.halo(1)])
@@ -181,7 +181,7 @@ def test_halo_exchange_and_redistribute_backward_are_adjoints():
 
 
 def test_halo_exchange_of_a_non_contiguous_tensor():
-    n = COMM.Get_size()
+    n = COMM.size
     grid = halox.ProcessGrid(COMM, [n, 1])
     desc = halox.TensorDesc(grid, [3 * n, 4], "float64", [halox.DimOptions.halo(1), None])
     plan = halox.HaloPlan(desc, backend="mpi_pack", boundary="constant")
@@ -195,11 +195,11 @@ def test_halo_exchange_of_a_non_contiguous_tensor():
 
 
 def test_wrong_block_on_one_rank_fails_everywhere():
-    n = COMM.Get_size()
+    n = COMM.size
     grid = ht.SpatialGrid(COMM, (n, 1))
     conv = ht.DistConv2d(1, 1, 3, padding=1, grid=grid, input_size=(4 * n, 4))
     x = torch.zeros(1, 1, 4, 4)
-    if COMM.Get_rank() == 0:
+    if COMM.rank == 0:
         x = torch.zeros(1, 1, 5, 4)
     try:
         conv(x)
@@ -210,7 +210,7 @@ def test_wrong_block_on_one_rank_fails_everywhere():
     # Different dtypes on different ranks: also an error everywhere, not a hang.
     if n == 1:
         return
-    x = torch.zeros(1, 1, 4, 4, dtype=torch.float64 if COMM.Get_rank() == 0 else torch.float32)
+    x = torch.zeros(1, 1, 4, 4, dtype=torch.float64 if COMM.rank == 0 else torch.float32)
     try:
         conv(x)
         msg = None
@@ -223,7 +223,7 @@ def test_wrong_block_on_one_rank_fails_everywhere():
 
 
 def test_layer_geometry_errors():
-    n = COMM.Get_size()
+    n = COMM.size
     grid = ht.SpatialGrid(COMM, (n, 1))
     with pytest.raises(halox.Error, match="ceil_mode"):
         ht.DistMaxPool2d(2, ceil_mode=True, grid=grid, input_size=(8, 8))
@@ -236,7 +236,7 @@ def test_layer_geometry_errors():
 
 
 def test_sync_params_and_rank_aware_print(capsys):
-    torch.manual_seed(10 + COMM.Get_rank())
+    torch.manual_seed(10 + COMM.rank)
     m = nn.Linear(3, 2)
     ht.sync_params(m, COMM, root=0)
     w = COMM.allgather(m.weight.detach().numpy().copy())
@@ -244,10 +244,10 @@ def test_sync_params_and_rank_aware_print(capsys):
     ht.print("hello", rank="all")
     ht.print("only zero")
     out = capsys.readouterr().out
-    me = COMM.Get_rank()
+    me = COMM.rank
     agree(f"[rank {me}] hello" in out and (("only zero" in out) == (me == 0)), out)
     m.weight.grad = torch.full_like(m.weight, float(me))
     ht.sync_grads(m, COMM, op="mean")
-    size = COMM.Get_size()
+    size = COMM.size
     agree(math.isclose(m.weight.grad[0, 0].item(), (size - 1) / 2) and
           m.bias.grad is not None and m.bias.grad.abs().sum().item() == 0, "sync_grads mean")
