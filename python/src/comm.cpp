@@ -131,9 +131,10 @@ py::object allreduce_value(py_comm const& c, py::handle value, std::string const
   }
   py::module_ np = py::module_::import("numpy");
   // A C-ordered copy (numpy.ascontiguousarray would turn a number into a 1-element array).
-  py::object a = np.attr("array")(py::isinstance<py::bool_>(value) ? py::int_(value.cast<bool>())
-                                                                  : py::reinterpret_borrow<py::object>(value),
-                                  py::arg("order") = "C");
+  py::object a =
+      np.attr("array")(py::isinstance<py::bool_>(value) ? py::int_(value.cast<bool>())
+                                                        : py::reinterpret_borrow<py::object>(value),
+                       py::arg("order") = "C");
   if (a.attr("dtype").attr("kind").cast<std::string>() == "b") a = a.attr("astype")("int64");
   allreduce_inplace(c, a, op);
   if (a.attr("ndim").cast<int>() == 0) return a.attr("item")();
@@ -379,7 +380,8 @@ void bind_comm(py::module_& m) {
       .def("allgather", &allgather_object, py::arg("obj"),
            "Collective. The list of every process's picklable object, in rank order.")
       .def(
-          "py2f", [](py_comm const& c) { return static_cast<long long>(MPI_Comm_c2f(c.get("Comm.py2f"))); },
+          "py2f",
+          [](py_comm const& c) { return static_cast<long long>(MPI_Comm_c2f(c.get("Comm.py2f"))); },
           "The Fortran handle (an integer), which any MPI binding of the same MPI accepts.")
       .def("free", &py_comm::free,
            "Frees an owned communicator (collective) or forgets a borrowed one; the object is "
@@ -390,9 +392,10 @@ void bind_comm(py::module_& m) {
              auto const& o = b.cast<py_comm const&>();
              return !a.is_null() && !o.is_null() && a.get() == o.get();
            })
-      .def("__hash__", [](py_comm const& c) {
-        return c.is_null() ? 0LL : static_cast<long long>(MPI_Comm_c2f(c.get()));
-      })
+      .def("__hash__",
+           [](py_comm const& c) {
+             return c.is_null() ? 0LL : static_cast<long long>(MPI_Comm_c2f(c.get()));
+           })
       .def("__repr__", [](py_comm const& c) -> std::string {
         if (c.is_null()) return "Comm(freed)";
         return "Comm(rank=" + std::to_string(comm_rank(c.get())) +
