@@ -319,6 +319,45 @@ def _as_tuple(v, n, name):
     return v
 
 
+def _global_pool(m, grid, size):
+    """A GlobalPoolToSample for ``m`` when it is a global pooling layer over an input of
+    spatial ``size``, else None."""
+    n = grid.ndim
+    adaptive = {2: (torch.nn.AdaptiveAvgPool2d, torch.nn.AdaptiveMaxPool2d),
+                3: (torch.nn.AdaptiveAvgPool3d, torch.nn.AdaptiveMaxPool3d)}.get(n)
+    pools = {2: (torch.nn.AvgPool2d, torch.nn.MaxPool2d),
+             3: (torch.nn.AvgPool3d, torch.nn.MaxPool3d)}.get(n)
+    if adaptive is None:
+        return None
+    if isinstance(m, adaptive):
+        out = m.output_size if isinstance(m.output_size, (tuple, list)) else (m.output_size,) * n
+        out = tuple(e if o is None else o for o, e in zip(out, size))
+        if out != (1,) * n or getattr(m, "return_indices", False):
+            return None
+        return GlobalPoolToSample(grid, size, "avg" if isinstance(m, adaptive[0]) else "max")
+    if not isinstance(m, pools):
+        return None
+    k = _as_tuple(m.kernel_size, n, "kernel_size")
+    s = _as_tuple(m.stride if m.stride else m.kernel_size, n, "stride")
+    p = _as_tuple(m.padding, n, "padding")
+    d = _as_tuple(getattr(m, "dilation", 1), n, "dilation")
+    if any(p) or any(x != 1 for x in d) or getattr(m, "return_indices", False):
+        return None
+    outs = []
+    for e, kk, ss in zip(size, k, s):
+        if kk > e:
+            return None
+        o = (-(-(e - kk) // ss) if m.ceil_mode else (e - kk) // ss) + 1
+        if m.ceil_mode and (o - 1) * ss >= e:  # torch drops a last window starting past the end
+            o -= 1
+        outs.append(o)
+    if outs != [1] * n:
+        return None
+    if isinstance(m, pools[0]):
+        return GlobalPoolToSample(grid, size, "avg", k, m.divisor_override)
+    return GlobalPoolToSample(grid, size, "max", k)
+
+
 class _Window:
     """Halo widths and local slices of a windowed operator (kernel k, stride s, padding p,
     dilation d) whose input is split over ``parts`` with balanced blocks, and so is its output.
@@ -721,6 +760,143 @@ class SpatialToSample(torch.nn.Module):
         return y.reshape(n.stop - n.start, x.shape[1], *self.input_size)
 
 
+class _GlobalPool(torch.autograd.Function):
+    """Forward: every process reduces its cells of the window, one collective combines them and
+    each process keeps the rows of its samples. Backward: the rows' gradients are put together
+    in one all-reduce (each process needs every sample's gradient for its cells) and go to the
+    cells the forward reduced (all of them for avg, the winning cell for max)."""
+
+    @staticmethod
+    def forward(ctx, x, layer):
+        n, c = x.shape[0], x.shape[1]
+        rows = layer.samples(n)
+        xs = x.detach()[(slice(None), slice(None)) + layer._local].reshape(n, c, -1)
+        comm = halox.as_comm(layer.grid.comm)
+        ctx.layer, ctx.shape, ctx.rows = layer, x.shape, rows
+        if layer.mode == "avg":
+            total = xs.sum(2).double().cpu().numpy() if xs.shape[2] else np.zeros((n, c))
+            comm.allreduce_inplace(total, "sum")
+            y = torch.from_numpy(total[rows] / layer.divisor)
+        else:
+            # Each process's maximum and the window-wide flat index of its first occurrence;
+            # the global winner is the largest value, ties going to the smallest index (the
+            # first in row-major order, as torch's serial max pooling picks).
+            val = np.full((n, c), -np.inf)
+            idx = np.full((n, c), np.iinfo(np.int64).max, dtype=np.int64)
+            if xs.shape[2]:
+                v, a = xs.max(2)
+                val = v.double().cpu().numpy()
+                idx = layer._global_flat(a.cpu().numpy())
+            got = comm.allgather((val, idx))
+            vals = np.stack([g[0] for g in got])
+            idxs = np.stack([g[1] for g in got])
+            best = vals.max(0)
+            idxs = np.where(vals == best, idxs, np.iinfo(np.int64).max)
+            win = idxs.min(0)
+            # Cells are disjoint, so exactly one process holds each winning index.
+            ctx.mine = (idxs[comm.rank] == win) & (win != np.iinfo(np.int64).max)
+            ctx.local_index = layer._local_flat(win)
+            y = torch.from_numpy(best[rows])
+        return y.to(x.dtype).to(x.device).reshape(rows.stop - rows.start, c,
+                                                  *([1] * (x.dim() - 2)))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        layer, shape, rows = ctx.layer, ctx.shape, ctx.rows
+        n, c = shape[0], shape[1]
+        full = np.zeros((n, c))
+        full[rows] = g.detach().reshape(rows.stop - rows.start, c).double().cpu().numpy()
+        halox.as_comm(layer.grid.comm).allreduce_inplace(full, "sum")
+        gt = torch.from_numpy(full).to(g.dtype).to(g.device)
+        dx = torch.zeros(shape, dtype=g.dtype, device=g.device)
+        window = dx[(slice(None), slice(None)) + layer._local]
+        if window.numel() == 0:
+            return dx, None
+        if layer.mode == "avg":
+            window.copy_((gt / layer.divisor).reshape(n, c, *([1] * (len(shape) - 2)))
+                         .expand_as(window))
+        else:
+            flat = torch.zeros(n, c, window[0, 0].numel(), dtype=g.dtype, device=g.device)
+            mine = torch.from_numpy(ctx.mine).to(g.device)
+            index = torch.from_numpy(np.where(ctx.mine, ctx.local_index, 0)).to(g.device)
+            flat.scatter_(2, index.unsqueeze(2), torch.where(mine, gt, torch.zeros_like(gt))
+                          .unsqueeze(2))
+            window.copy_(flat.reshape(window.shape))
+        return dx, None
+
+
+class GlobalPoolToSample(torch.nn.Module):
+    """Global average or max pooling of a spatially split NC(D)HW tensor: one output cell per
+    sample and channel, the reduction of ``window`` (default: the whole map) over every process.
+    Its output is sample-parallel, like :class:`SpatialToSample`'s: this process gets the rows
+    :meth:`samples` names, shape (rows, C, 1, ...). Only (N, C) numbers travel, in one
+    collective, instead of the whole map a shuffle would move. :func:`parallelize` uses it for
+    ``AdaptiveAvgPool/AdaptiveMaxPool`` with output 1 and for avg/max pooling whose window
+    covers the map with one output cell.
+
+    ``window`` (per spatial dim) is the kernel anchored at cell 0, as an unpadded pooling layer
+    with a single output reads it; ``divisor`` (avg) defaults to the window's cell count."""
+
+    def __init__(self, grid, input_size, mode="avg", window=None, divisor=None):
+        super().__init__()
+        if mode not in ("avg", "max"):
+            _fail(f"GlobalPoolToSample: mode='{mode}'; use 'avg' or 'max'")
+        self.grid = grid
+        self.mode = mode
+        self.input_size = _as_tuple(input_size, grid.ndim, "input_size")
+        self.window = self.input_size if window is None else _as_tuple(window, grid.ndim,
+                                                                         "window")
+        for d, (k, e) in enumerate(zip(self.window, self.input_size)):
+            if not 1 <= k <= e:
+                _fail(f"GlobalPoolToSample: window {self.window} reaches past input_size "
+                      f"{self.input_size} on spatial dim {d}; use 1 <= window <= size")
+        self.output_size = (1,) * grid.ndim
+        self.divisor = float(divisor if divisor is not None else math.prod(self.window))
+        # This process's cells of the window, as local slices, and where they start globally.
+        self._lo = []
+        local = []
+        for (lo, hi), k in zip(grid.split(self.input_size), self.window):
+            top = max(lo, min(hi, k))
+            local.append(slice(0, top - lo))
+            self._lo.append(lo)
+        self._local = tuple(local)
+        self._local_extent = tuple(sl.stop for sl in local)
+
+    def samples(self, batch):
+        """slice of the mini-batch whose output rows this process holds."""
+        d = halox.Distribution([batch], "float32", [self.grid.size])
+        lo = d.part_start(0, self.grid.rank)
+        return slice(lo, lo + d.part_size(0, self.grid.rank))
+
+    def _global_flat(self, local_flat):
+        """Window-wide row-major index of local row-major indices into this process's cells."""
+        coords = np.unravel_index(local_flat, self._local_extent)
+        return np.ravel_multi_index(tuple(c + lo for c, lo in zip(coords, self._lo)),
+                                    self.window).astype(np.int64)
+
+    def _local_flat(self, global_flat):
+        """Local row-major index of window-wide indices (only meaningful for this process's)."""
+        coords = np.unravel_index(np.minimum(global_flat, math.prod(self.window) - 1),
+                                  self.window)
+        local = tuple(np.clip(c - lo, 0, max(e - 1, 0))
+                      for c, lo, e in zip(coords, self._lo, self._local_extent))
+        return np.ravel_multi_index(local, [max(e, 1) for e in self._local_extent])
+
+    def forward(self, x):
+        owned = tuple(hi - lo for lo, hi in self.grid.split(self.input_size))
+        problem = None
+        if x.dim() != self.grid.ndim + 2 or tuple(x.shape[2:]) != owned:
+            problem = (f"its block has shape {tuple(x.shape)} but it owns {owned} of "
+                       f"input_size {self.input_size}")
+        key = None if problem else (x.shape[0], x.shape[1], str(x.dtype))
+        _agree(self.grid.comm, "GlobalPoolToSample", key, problem)
+        return _GlobalPool.apply(x, self)
+
+    def extra_repr(self):
+        return f"mode={self.mode!r}, input_size={self.input_size}, window={self.window}"
+
+
 # ---- model-level helpers -----------------------------------------------------------------------
 
 
@@ -728,9 +904,12 @@ def parallelize(model, grid, input_size, backend=None):
     """A spatially parallel copy of an ``nn.Sequential`` CNN, sharing its parameters.
 
     Conv, max/avg pooling and batch-norm layers (2-d or 3-d) become their Dist* versions;
-    element-wise layers (ReLU, Dropout, ...) are kept; before the first layer that mixes
-    spatial positions in another way (Flatten, Linear, adaptive pooling, ...) a
-    :class:`SpatialToSample` shuffle is inserted, and the rest runs sample-parallel. The result
+    element-wise layers (ReLU, Dropout, ...) are kept. A global pooling layer (adaptive
+    avg/max pooling to one cell, or avg/max pooling whose single window covers the map, as at
+    the end of a ResNet) becomes a :class:`GlobalPoolToSample`, which reduces over the
+    processes and leaves the output sample-parallel; before any other layer that mixes spatial
+    positions (Flatten, Linear, adaptive pooling to more cells, ...) a :class:`SpatialToSample`
+    shuffle is inserted. The rest runs sample-parallel. The result
     takes this process's spatial block of the input; ``result.shuffle.samples(N)`` says which
     samples its output rows are.
     """
@@ -749,6 +928,13 @@ def parallelize(model, grid, input_size, backend=None):
     for name, m in model.named_children():
         if shuffle is not None:
             layers.append((name, m))
+            continue
+        glob = _global_pool(m, grid, size)
+        if glob is not None:
+            # Named "shuffle" like SpatialToSample: the model's sample-parallel point, and
+            # `result.shuffle` must not register the module a second time.
+            shuffle = glob
+            layers.append(("shuffle", glob))
         elif n in conv and isinstance(m, conv[n][0]):
             d = conv[n][1].from_module(m, grid, size, backend)
             size = d.output_size

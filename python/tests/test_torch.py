@@ -251,3 +251,49 @@ def test_sync_params_and_rank_aware_print(capsys):
     size = COMM.size
     agree(math.isclose(m.weight.grad[0, 0].item(), (size - 1) / 2) and
           m.bias.grad is not None and m.bias.grad.abs().sum().item() == 0, "sync_grads mean")
+
+
+def resnet_head_2d(pool, classes=3):
+    # 16x12 -> conv 16x12 -> ReLU -> global pool (1x1 per channel) -> Flatten -> Linear
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), pool,
+                         nn.Flatten(), nn.Linear(4, classes))
+
+
+@pytest.mark.parametrize("pool", ["adaptive_avg", "adaptive_max", "avg_whole", "max_whole",
+                                  "avg_corner"])
+def test_global_pooling_head_matches_serial(pool):
+    # The ReLU before the max leaves ties at zero: the winner must be the serial model's.
+    layer = {"adaptive_avg": nn.AdaptiveAvgPool2d(1), "adaptive_max": nn.AdaptiveMaxPool2d((1, 1)),
+             "avg_whole": nn.AvgPool2d((16, 12)), "max_whole": nn.MaxPool2d((16, 12)),
+             # One window of 10x7 at the top-left corner: cells past it are ignored.
+             "avg_corner": nn.AvgPool2d((10, 7), stride=(7, 6))}[pool]
+    torch.manual_seed(3)
+    par, ref, grid = compare(resnet_head_2d(layer), (16, 12), [3, 1], torch.float64, (0, 0))
+    agree(isinstance(par.shuffle, ht.GlobalPoolToSample), f"{pool}: {type(par.shuffle)}")
+
+
+def test_global_pooling_3d_matches_serial():
+    serial = nn.Sequential(nn.Conv3d(2, 3, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool3d(1),
+                           nn.Flatten(), nn.Linear(3, 4))
+    torch.manual_seed(4)
+    par, _, _ = compare(serial, (6, 4, 4), [2], torch.float64, (0, 0, 0))
+    agree(isinstance(par.shuffle, ht.GlobalPoolToSample), "3-d global pool")
+
+
+def test_max_ties_go_to_the_first_cell():
+    # Constant maps: every cell ties; torch's serial max pooling routes the gradient to cell 0.
+    n = COMM.size
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    g = ht.GlobalPoolToSample(grid, (2 * n, 3), "max")
+    x = torch.ones(2, 1, 2 * n, 3, dtype=torch.float64)
+    xs = x.clone().requires_grad_(True)
+    nn.AdaptiveMaxPool2d(1)(xs).sum().backward()
+    xl = x[grid.local_slices((2 * n, 3))].clone().requires_grad_(True)
+    g(xl).sum().backward()
+    agree_close(xl.grad, xs.grad[grid.local_slices((2 * n, 3))], what="tie gradient")
+
+
+def test_global_pool_rejects_a_window_past_the_map():
+    grid = ht.SpatialGrid(COMM, (COMM.size, 1))
+    with pytest.raises(halox.Error, match=r"window \(9, 3\) reaches past input_size \(8, 3\)"):
+        ht.GlobalPoolToSample(grid, (8, 3), "avg", window=(9, 3))
