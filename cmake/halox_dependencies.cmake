@@ -84,6 +84,26 @@ if(HALOX_ENABLE_ONEDNN AND NOT dnnl_FOUND)
                       "install libdnnl-dev, set dnnl_DIR, or turn the option off")
 endif()
 
+# --- OpenBLAS (the matrix products of the operators' convolution kernels) ---
+# Linked by its library path (like NCCL and cuDNN), so a consumer of a static halox::ops needs no
+# lookup. Without it the kernels use plain loops: correct and position-independent, but slow.
+find_path(HALOX_CBLAS_INCLUDE_DIR cblas.h
+          PATH_SUFFIXES openblas openblas-pthread x86_64-linux-gnu/openblas-pthread
+                        x86_64-linux-gnu/openblas-openmp aarch64-linux-gnu/openblas-pthread)
+find_library(HALOX_OPENBLAS_LIBRARY NAMES openblas
+             PATH_SUFFIXES openblas-pthread openblas-openmp)
+set(_halox_openblas_default OFF)
+if(HALOX_CBLAS_INCLUDE_DIR AND HALOX_OPENBLAS_LIBRARY)
+  set(_halox_openblas_default ON)
+endif()
+option(HALOX_ENABLE_OPENBLAS "Use OpenBLAS for the matrix products of halox::ops' convolutions"
+       ${_halox_openblas_default})
+if(HALOX_ENABLE_OPENBLAS AND NOT _halox_openblas_default)
+  message(FATAL_ERROR "HALOX_ENABLE_OPENBLAS=ON but OpenBLAS (cblas.h, libopenblas) was not "
+                      "found; install libopenblas-dev, set HALOX_CBLAS_INCLUDE_DIR and "
+                      "HALOX_OPENBLAS_LIBRARY, or turn the option off")
+endif()
+
 # --- cuDNN (the `cudnn` compute provider of halox::ops; needs CUDA) ---
 set(CUDNN_ROOT "$ENV{CUDNN_ROOT}" CACHE PATH "cuDNN installation prefix (optional)")
 find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}

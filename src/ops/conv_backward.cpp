@@ -41,7 +41,8 @@ template <class T> void backward_data_kernel(conv_problem const& cp, block3<T co
                                              box3 const& ib) {
   index_t const npos = ib.volume(), kvol = cp.w.kvol(), kdim = cp.cout * kvol;
   if (npos == 0 || dx.n == 0 || cp.cin == 0) return;
-  index_t const nchunks = (npos + chunk - 1) / chunk, items = dx.n * nchunks;
+  index_t const width = gemm_columns(cp.w.in[0] * cp.w.in[1] * cp.w.in[2]);
+  index_t const nchunks = (npos + width - 1) / width, items = dx.n * nchunks;
   bool const par = items > 1 && dx.n * npos * kdim * cp.cin >= parallel_min_work;
 #pragma omp parallel if (par)
   {
@@ -50,17 +51,17 @@ template <class T> void backward_data_kernel(conv_problem const& cp, block3<T co
     thread_local std::vector<T> col, out;
 #pragma omp for schedule(dynamic)
     for (index_t it = 0; it < items; ++it) {
-      index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;
-      index_t const pc = std::min(chunk, npos - q0);
+      index_t const n = it / nchunks, q0 = (it % nchunks) * width;
+      index_t const pc = std::min(width, npos - q0);
       backward_table(cp.w, dy, ib, q0, pc, off);
-      col.resize(static_cast<std::size_t>(kdim * pc));
-      out.resize(static_cast<std::size_t>(cp.cin * pc));
-      gather_columns(dy.data + n * dy.sn, dy.sc, cp.cout, off, kvol, pc, col.data());
-      gemm<T>(cp.cin, pc, kdim, wt.data(), kdim, 1, col.data(), pc, 1, out.data(), pc, 1, false);
+      col.resize(static_cast<std::size_t>(kdim * width));
+      out.resize(static_cast<std::size_t>(cp.cin * width));
+      gather_columns(dy.data + n * dy.sn, dy.sc, cp.cout, off, kvol, pc, width, col.data());
+      gemm<T>(false, cp.cin, width, kdim, wt.data(), kdim, col.data(), width, out.data(), width);
       position_offsets(dx, ib, q0, pc, xoff);
       for (index_t ci = 0; ci < cp.cin; ++ci) {
         T* xp = dx.data + n * dx.sn + ci * dx.sc;
-        T const* src = out.data() + ci * pc;
+        T const* src = out.data() + ci * width;
         for (index_t p = 0; p < pc; ++p) xp[xoff[p]] = src[p];
       }
     }
@@ -76,7 +77,8 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
   std::size_t const wsize = static_cast<std::size_t>(cp.cout * kdim);
   total.assign(wsize, 0.0);
   if (npos == 0 || x.n == 0 || wsize == 0) return;
-  index_t const nchunks = (npos + chunk - 1) / chunk, items = x.n * nchunks;
+  index_t const width = gemm_columns(cp.w.out[0] * cp.w.out[1] * cp.w.out[2]);
+  index_t const nchunks = (npos + width - 1) / width, items = x.n * nchunks;
   int nthreads = 1;
 #ifdef _OPENMP
   if (items > 1 && x.n * npos * kdim * cp.cout >= parallel_min_work)
@@ -101,19 +103,21 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
     out.resize(wsize);
 #pragma omp for schedule(static)
     for (index_t it = 0; it < items; ++it) {
-      index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;
-      index_t const pc = std::min(chunk, npos - q0);
+      index_t const n = it / nchunks, q0 = (it % nchunks) * width;
+      index_t const pc = std::min(width, npos - q0);
       forward_table(cp.w, x, ob, q0, pc, off);
-      col.resize(static_cast<std::size_t>(kdim * pc));
-      gather_columns(x.data + n * x.sn, x.sc, cp.cin, off, kvol, pc, col.data());
+      col.resize(static_cast<std::size_t>(kdim * width));
+      gather_columns(x.data + n * x.sn, x.sc, cp.cin, off, kvol, pc, width, col.data());
       position_offsets(dy, ob, q0, pc, yoff);
-      dyc.resize(static_cast<std::size_t>(cp.cout * pc));
+      dyc.resize(static_cast<std::size_t>(cp.cout * width));
       for (index_t co = 0; co < cp.cout; ++co) {
         T const* src = dy.data + n * dy.sn + co * dy.sc;
-        for (index_t p = 0; p < pc; ++p) dyc[co * pc + p] = src[yoff[p]];
+        T* dst = dyc.data() + co * width;
+        for (index_t p = 0; p < pc; ++p) dst[p] = src[yoff[p]];
+        for (index_t p = pc; p < width; ++p) dst[p] = T(0);
       }
       // out[co][(ci, k)] = sum_p dyc[co][p] * col[(ci, k)][p]
-      gemm<T>(cp.cout, kdim, pc, dyc.data(), pc, 1, col.data(), 1, pc, out.data(), kdim, 1, false);
+      gemm<T>(true, cp.cout, kdim, width, dyc.data(), width, col.data(), width, out.data(), kdim);
       for (std::size_t i = 0; i < wsize; ++i) acc[i] += static_cast<double>(out[i]);
     }
   }

@@ -2,8 +2,8 @@
 // Internal pieces shared by the convolution kernels: validation of the weights, weight packing,
 // and the gather tables that turn a chunk of positions into the columns of a GEMM.
 //
-// Work is split into items of (sample, chunk of at most `chunk` positions of the box being
-// computed), enumerated in row-major box order. For an item, a table `off[k * pc + p]` gives,
+// Work is split into items of (sample, chunk of at most `gemm_columns` positions of the box
+// being computed), enumerated in row-major box order. For an item, a table `off[k * pc + p]` gives,
 // for kernel tap k and position p, the spatial element offset of the value to read in the
 // source plane, or -1 when the tap falls into padding (or, for backward-data, between strided
 // outputs). Gathering channel by channel through the table builds the im2col matrix without
@@ -17,7 +17,17 @@
 
 namespace halox::ops::detail {
 
-inline constexpr index_t chunk = 256; // positions per work item (im2col columns)
+inline constexpr index_t chunk = 256; // most positions per work item (im2col columns)
+
+/// Columns of every GEMM of a problem whose positions run over planes of `plane` cells (the
+/// global output, or input for backward-data): `chunk`, or the plane rounded up to 16 when
+/// smaller. Work items hold at most this many positions and pad the rest of their columns with
+/// zeros, so every product of the problem has one shape, whatever box or rank it serves, and
+/// a position's result does not depend on how the work was cut (see gemm.hpp).
+inline index_t gemm_columns(index_t plane) {
+  index_t const rounded = (plane + 15) / 16 * 16;
+  return rounded < chunk ? rounded : chunk;
+}
 
 /// Validated convolution problem.
 struct conv_problem {
@@ -106,17 +116,18 @@ template <class T> void backward_table(window3 const& w, block3<T> const& src, b
   }
 }
 
-/// Builds the [channels * kvol][pc] column matrix: row (c, k), column p is
-/// `plane[c * sc + off[k * pc + p]]`, or zero where the table says -1.
+/// Builds the [channels * kvol][ld] column matrix: row (c, k), column p < pc is
+/// `plane[c * sc + off[k * pc + p]]`, or zero where the table says -1; columns pc to ld are zero.
 template <class T> void gather_columns(T const* plane, index_t sc, index_t channels,
                                        std::vector<index_t> const& off, index_t kvol, index_t pc,
-                                       T* col) {
+                                       index_t ld, T* col) {
   for (index_t c = 0; c < channels; ++c) {
     T const* src = plane + c * sc;
     for (index_t k = 0; k < kvol; ++k) {
       index_t const* o = off.data() + k * pc;
-      T* dst = col + (c * kvol + k) * pc;
+      T* dst = col + (c * kvol + k) * ld;
       for (index_t p = 0; p < pc; ++p) dst[p] = o[p] >= 0 ? src[o[p]] : T(0);
+      for (index_t p = pc; p < ld; ++p) dst[p] = T(0);
     }
   }
 }

@@ -80,7 +80,8 @@ template <class T> void forward_kernel(conv_problem const& cp, block3<T const> c
                                        box3 const& ob) {
   index_t const npos = ob.volume(), kvol = cp.w.kvol(), kdim = cp.cin * kvol;
   if (npos == 0 || x.n == 0 || cp.cout == 0) return;
-  index_t const nchunks = (npos + chunk - 1) / chunk, items = x.n * nchunks;
+  index_t const width = gemm_columns(cp.w.out[0] * cp.w.out[1] * cp.w.out[2]);
+  index_t const nchunks = (npos + width - 1) / width, items = x.n * nchunks;
   bool const par = items > 1 && x.n * npos * kdim * cp.cout >= parallel_min_work;
 #pragma omp parallel if (par)
   {
@@ -89,18 +90,18 @@ template <class T> void forward_kernel(conv_problem const& cp, block3<T const> c
     thread_local std::vector<T> col, out;
 #pragma omp for schedule(dynamic)
     for (index_t it = 0; it < items; ++it) {
-      index_t const n = it / nchunks, q0 = (it % nchunks) * chunk;
-      index_t const pc = std::min(chunk, npos - q0);
+      index_t const n = it / nchunks, q0 = (it % nchunks) * width;
+      index_t const pc = std::min(width, npos - q0);
       forward_table(cp.w, x, ob, q0, pc, off);
-      col.resize(static_cast<std::size_t>(kdim * pc));
-      out.resize(static_cast<std::size_t>(cp.cout * pc));
-      gather_columns(x.data + n * x.sn, x.sc, cp.cin, off, kvol, pc, col.data());
-      gemm<T>(cp.cout, pc, kdim, wm.data(), kdim, 1, col.data(), pc, 1, out.data(), pc, 1, false);
+      col.resize(static_cast<std::size_t>(kdim * width));
+      out.resize(static_cast<std::size_t>(cp.cout * width));
+      gather_columns(x.data + n * x.sn, x.sc, cp.cin, off, kvol, pc, width, col.data());
+      gemm<T>(false, cp.cout, width, kdim, wm.data(), kdim, col.data(), width, out.data(), width);
       position_offsets(y, ob, q0, pc, yoff);
       for (index_t co = 0; co < cp.cout; ++co) {
         T const b = bias ? bias[co] : T(0);
         T* yp = y.data + n * y.sn + co * y.sc;
-        T const* op = out.data() + co * pc;
+        T const* op = out.data() + co * width;
         for (index_t p = 0; p < pc; ++p) yp[yoff[p]] = op[p] + b;
       }
     }

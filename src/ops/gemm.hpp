@@ -1,17 +1,19 @@
 #pragma once
-// Internal cache-blocked matrix product used by the convolution kernels.
+// Internal matrix product of the convolution kernels: OpenBLAS where built, plain loops otherwise.
 
 #include <halox/detail/box.hpp>
 
 namespace halox::ops::detail {
 
-/// `C = A * B` (or `C += A * B` when `accumulate`), single-threaded.
+/// `C = A * op(B)`, row-major, single-threaded: A is m x k (row stride `lda`), op(B) is k x n,
+/// stored as B (k x n, row stride `ldb`) or, when `trans_b`, as B^T (n x k, row stride `ldb`);
+/// C is m x n (row stride `ldc`).
 ///
-/// A is m x k, B is k x n, C is m x n; each is given by its base pointer, row stride and column
-/// stride in elements, so transposed operands need no copy (packing absorbs the layout). The
-/// callers parallelise over independent products, which keeps this routine free of OpenMP.
-template <class T> void gemm(index_t m, index_t n, index_t k, T const* a, index_t rsa, index_t csa,
-                             T const* b, index_t rsb, index_t csb, T* c, index_t rsc, index_t csc,
-                             bool accumulate);
+/// An element of C is the same for every call of the same (m, n, k, trans_b), wherever its
+/// column sits, but BLAS libraries pick kernels by matrix size, so a different n may round
+/// differently. Callers that need results independent of how work is cut (a distributed
+/// operator against its serial oracle) keep n fixed per problem and pad the last columns.
+template <class T> void gemm(bool trans_b, index_t m, index_t n, index_t k, T const* a,
+                             index_t lda, T const* b, index_t ldb, T* c, index_t ldc);
 
 } // namespace halox::ops::detail
