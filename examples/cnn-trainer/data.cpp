@@ -419,8 +419,8 @@ void batch_labels(dataset& d, split s, std::vector<index_t> const& ids, index_t 
   for (index_t n = lo; n < hi; ++n) out.push_back(d.label(s, ids[static_cast<std::size_t>(n)]));
 }
 
-std::vector<index_t> epoch_order(index_t n, std::uint64_t seed, int epoch) {
-  std::vector<index_t> p(static_cast<std::size_t>(n));
+void epoch_order(index_t n, std::uint64_t seed, int epoch, std::vector<index_t>& p) {
+  p.resize(static_cast<std::size_t>(n));
   std::iota(p.begin(), p.end(), 0);
   for (index_t i = n - 1; i > 0; --i) { // Fisher-Yates with hashed draws
     auto const j = static_cast<index_t>(
@@ -428,7 +428,6 @@ std::vector<index_t> epoch_order(index_t n, std::uint64_t seed, int epoch) {
         static_cast<std::uint64_t>(i + 1));
     std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(j)]);
   }
-  return p;
 }
 
 template void fill_batch(dataset&, split, std::vector<index_t> const&, halox::tensor_desc const&,

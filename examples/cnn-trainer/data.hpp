@@ -58,9 +58,8 @@ template <class T> void fill_batch(dataset& d, split s, std::vector<halox::index
 void batch_labels(dataset& d, split s, std::vector<halox::index_t> const& ids, halox::index_t lo,
                   halox::index_t hi, std::vector<int>& out);
 
-/// The order of the training samples in epoch `epoch`: a permutation drawn from the seed and
-/// the epoch only, the same on every rank.
-[[nodiscard]] std::vector<halox::index_t> epoch_order(halox::index_t n, std::uint64_t seed,
-                                                      int epoch);
+/// The order of the training samples in epoch `epoch` into `out` (its storage reused): a
+/// permutation drawn from the seed and the epoch only, the same on every rank.
+void epoch_order(halox::index_t n, std::uint64_t seed, int epoch, std::vector<halox::index_t>& out);
 
 } // namespace trainer

@@ -56,6 +56,7 @@ void reporter::text(std::string const& s) {
 
 void reporter::header(model_spec const& m, std::string const& data, long params, long steps,
                       long steps_per_epoch, long first_step) {
+  losses_.reserve(static_cast<std::size_t>(steps)); // steps then record without allocating
   std::string in;
   for (auto e : m.input) in += (in.empty() ? "" : "x") + std::to_string(e);
   line("halox-train: model " + m.name + " (" + m.source + ", " + std::to_string(m.layers.size()) +

@@ -40,11 +40,15 @@ void for_each_owned(halox::tensor_desc const& a, halox::tensor_desc const& b, F&
   halox::box const own = a.owned_box();
   if (own.empty()) return;
   int const nd = a.ndim();
-  auto const oa = a.owned_offset(), ob = b.owned_offset();
+  // Fixed arrays, not vectors: element-wise layers call this every step, allocation-free.
+  halox::index_t oa[halox::max_dims] = {}, ob[halox::max_dims] = {}, i[halox::max_dims] = {};
+  for (int d = 0; d < nd; ++d) {
+    oa[d] = a.owned_offset_at(d);
+    ob[d] = b.owned_offset_at(d);
+  }
   auto const& sa = a.strides();
   auto const& sb = b.strides();
   auto const& shape = a.shape();
-  std::vector<halox::index_t> i(static_cast<std::size_t>(nd), 0);
   halox::index_t const inner = own.extent(nd - 1);
   for (;;) {
     halox::index_t pa = 0, pb = 0, g = 0;

@@ -142,10 +142,14 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     double last_test_accuracy = -1;
     long const first_step = pos.step;
     for (long s = pos.step; s < total_steps; ++s) {
+      // A training step is the region between MPI_Pcontrol(1) and MPI_Pcontrol(0), for
+      // profiling tools (MPI's hook for them; a no-op otherwise). The trainer.step_allocations
+      // tests count the allocations made there.
+      MPI_Pcontrol(1);
       int const epoch = static_cast<int>(s / steps_per_epoch);
       long const b = s % steps_per_epoch;
       if (epoch != order_epoch) {
-        order = epoch_order(ntrain, o.seed, epoch);
+        epoch_order(ntrain, o.seed, epoch, order);
         order_epoch = epoch;
       }
       ids.assign(order.begin() + b * o.batch,
@@ -178,6 +182,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                     t};
       ep.add(r, static_cast<double>(ids.size()));
       double const avg = (now() - t_start) / static_cast<double>(s + 1 - first_step);
+      MPI_Pcontrol(0); // the step's record and progress line are output, not the step
       out.step(r, total_steps, avg * static_cast<double>(total_steps - s - 1));
       bool const epoch_end = b == steps_per_epoch - 1 || s + 1 == total_steps;
       if (epoch_end) {

@@ -13,7 +13,7 @@ namespace halox::ops::detail {
 /// column sits, but BLAS libraries pick kernels by matrix size, so a different n may round
 /// differently. Callers that need results independent of how work is cut (a distributed
 /// operator against its serial oracle) keep n fixed per problem and pad the last columns.
-template <class T> void gemm(bool trans_b, index_t m, index_t n, index_t k, T const* a,
-                             index_t lda, T const* b, index_t ldb, T* c, index_t ldc);
+template <class T> void gemm(bool trans_b, index_t m, index_t n, index_t k, T const* a, index_t lda,
+                             T const* b, index_t ldb, T* c, index_t ldc);
 
 } // namespace halox::ops::detail
