@@ -384,9 +384,11 @@ class _Window:
                 ilo, isz = din.part_start(0, q), din.part_size(0, q)
                 olo, osz = dout.part_start(0, q), dout.part_size(0, q)
                 if isz == 0 or osz == 0:
+                    hint = ("; a pooling window over the whole map is a global pooling: use "
+                            "GlobalPoolToSample (parallelize does)") if o == 1 else ""
                     _fail(f"{what}: {P} parts along spatial dim {dim} leave a process without "
                           f"cells (input extent {e}, output extent {o}); use at most "
-                          f"{min(e, o)} parts there")
+                          f"{min(e, o)} parts there{hint}")
                 need_lo = olo * ss - pp
                 need_hi = (olo + osz - 1) * ss - pp + dd * (kk - 1) + 1
                 lo_w = max(lo_w, ilo - need_lo)

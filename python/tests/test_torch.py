@@ -293,6 +293,15 @@ def test_max_ties_go_to_the_first_cell():
     agree_close(xl.grad, xs.grad[grid.local_slices((2 * n, 3))], what="tie gradient")
 
 
+def test_window_pool_over_the_whole_map_points_to_the_global_pool():
+    n = COMM.size
+    if n < 2:
+        pytest.skip("needs two parts along a dimension")
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    with pytest.raises(halox.Error, match="output extent 1.*GlobalPoolToSample"):
+        ht.DistAvgPool2d(8, grid=grid, input_size=(8, 8))
+
+
 def test_global_pool_rejects_a_window_past_the_map():
     grid = ht.SpatialGrid(COMM, (COMM.size, 1))
     with pytest.raises(halox.Error, match=r"window \(9, 3\) reaches past input_size \(8, 3\)"):
