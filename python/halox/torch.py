@@ -714,7 +714,35 @@ class DistBatchNorm3d(_DistBatchNorm, torch.nn.BatchNorm3d):
         self._setup_bn(grid)
 
 
-class SpatialToSample(torch.nn.Module):
+class _ToSample(torch.nn.Module):
+    """A layer that takes a spatially split NC(D)HW tensor of global spatial ``input_size`` and
+    returns a sample-parallel one: the rows of :meth:`samples` on each process."""
+
+    def __init__(self, grid, input_size):
+        super().__init__()
+        self.grid = grid
+        self.input_size = _as_tuple(input_size, grid.ndim, "input_size")
+
+    def samples(self, batch):
+        """slice of the mini-batch whose output rows this process holds."""
+        d = halox.Distribution([batch], "float32", [self.grid.size])
+        lo = d.part_start(0, self.grid.rank)
+        return slice(lo, lo + d.part_size(0, self.grid.rank))
+
+    def _agree_on_input(self, x, what):
+        """Every rank checks its block's shape and shows (batch, channels, dtype name) in one
+        collective (see _agree); returns that key."""
+        owned = tuple(hi - lo for lo, hi in self.grid.split(self.input_size))
+        problem = None
+        if x.dim() != self.grid.ndim + 2 or tuple(x.shape[2:]) != owned:
+            problem = (f"its block has shape {tuple(x.shape)} but it owns {owned} of "
+                       f"input_size {self.input_size}")
+        key = None if problem else (x.shape[0], x.shape[1], str(x.dtype).replace("torch.", ""))
+        _agree(self.grid.comm, what, key, problem)
+        return key
+
+
+class SpatialToSample(_ToSample):
     """Moves NC(D)HW activations from the spatial split (every process: the whole mini-batch,
     one spatial block) to a sample split (every process: whole images of a slice of the
     mini-batch, balanced; with fewer samples than processes the last ones get none). Backward
@@ -722,28 +750,14 @@ class SpatialToSample(torch.nn.Module):
     a process holds."""
 
     def __init__(self, grid, input_size, backend=None):
-        super().__init__()
-        self.grid = grid
-        self.input_size = _as_tuple(input_size, grid.ndim, "input_size")
+        super().__init__(grid, input_size)
         self.output_size = self.input_size
         self._backend = backend
         self._sample_grid = halox.ProcessGrid(grid.comm, [grid.size, 1] + [1] * grid.ndim)
         self._plans = {}
 
-    def samples(self, batch):
-        """slice of the mini-batch this process holds after the shuffle."""
-        d = halox.Distribution([batch], "float32", [self.grid.size])
-        lo = d.part_start(0, self.grid.rank)
-        return slice(lo, lo + d.part_size(0, self.grid.rank))
-
     def _plan(self, x):
-        owned = tuple(hi - lo for lo, hi in self.grid.split(self.input_size))
-        problem = None
-        if x.dim() != self.grid.ndim + 2 or tuple(x.shape[2:]) != owned:
-            problem = (f"its block has shape {tuple(x.shape)} but it owns {owned} of "
-                       f"input_size {self.input_size}")
-        key = None if problem else (x.shape[0], x.shape[1], str(x.dtype).replace("torch.", ""))
-        _agree(self.grid.comm, "SpatialToSample", key, problem)
+        key = self._agree_on_input(x, "SpatialToSample")
         plan = self._plans.get(key)
         if plan is None:
             shape = [x.shape[0], x.shape[1], *self.input_size]
@@ -828,7 +842,7 @@ class _GlobalPool(torch.autograd.Function):
         return dx, None
 
 
-class GlobalPoolToSample(torch.nn.Module):
+class GlobalPoolToSample(_ToSample):
     """Global average or max pooling of a spatially split NC(D)HW tensor: one output cell per
     sample and channel, the reduction of ``window`` (default: the whole map) over every process.
     Its output is sample-parallel, like :class:`SpatialToSample`'s: this process gets the rows
@@ -841,12 +855,10 @@ class GlobalPoolToSample(torch.nn.Module):
     with a single output reads it; ``divisor`` (avg) defaults to the window's cell count."""
 
     def __init__(self, grid, input_size, mode="avg", window=None, divisor=None):
-        super().__init__()
         if mode not in ("avg", "max"):
             _fail(f"GlobalPoolToSample: mode='{mode}'; use 'avg' or 'max'")
-        self.grid = grid
+        super().__init__(grid, input_size)
         self.mode = mode
-        self.input_size = _as_tuple(input_size, grid.ndim, "input_size")
         self.window = self.input_size if window is None else _as_tuple(window, grid.ndim,
                                                                          "window")
         for d, (k, e) in enumerate(zip(self.window, self.input_size)):
@@ -865,12 +877,6 @@ class GlobalPoolToSample(torch.nn.Module):
         self._local = tuple(local)
         self._local_extent = tuple(sl.stop for sl in local)
 
-    def samples(self, batch):
-        """slice of the mini-batch whose output rows this process holds."""
-        d = halox.Distribution([batch], "float32", [self.grid.size])
-        lo = d.part_start(0, self.grid.rank)
-        return slice(lo, lo + d.part_size(0, self.grid.rank))
-
     def _global_flat(self, local_flat):
         """Window-wide row-major index of local row-major indices into this process's cells."""
         coords = np.unravel_index(local_flat, self._local_extent)
@@ -886,13 +892,7 @@ class GlobalPoolToSample(torch.nn.Module):
         return np.ravel_multi_index(local, [max(e, 1) for e in self._local_extent])
 
     def forward(self, x):
-        owned = tuple(hi - lo for lo, hi in self.grid.split(self.input_size))
-        problem = None
-        if x.dim() != self.grid.ndim + 2 or tuple(x.shape[2:]) != owned:
-            problem = (f"its block has shape {tuple(x.shape)} but it owns {owned} of "
-                       f"input_size {self.input_size}")
-        key = None if problem else (x.shape[0], x.shape[1], str(x.dtype))
-        _agree(self.grid.comm, "GlobalPoolToSample", key, problem)
+        self._agree_on_input(x, "GlobalPoolToSample")
         return _GlobalPool.apply(x, self)
 
     def extra_repr(self):

@@ -16,13 +16,9 @@ std::string shape_str(std::vector<halox::index_t> const& v) {
   return s.str();
 }
 
-namespace {
-
 std::string type_name(py::handle h) {
   return py::str(py::type::handle_of(h).attr("__qualname__")).cast<std::string>();
 }
-
-} // namespace
 
 halox::dtype to_dtype(py::handle h) {
   if (py::isinstance<halox::dtype>(h)) return h.cast<halox::dtype>();

@@ -52,6 +52,9 @@ halox::tensor_view view_of(py::handle obj, halox::tensor_desc const& desc, std::
 /// rank returns, or every rank throws `halox::error`.
 void collective(MPI_Comm comm, std::string const& what, std::function<void()> const& validate);
 
+/// The Python type name of `h` ("ndarray", "Intracomm", ...) for messages.
+std::string type_name(py::handle h);
+
 /// "(2, 3, 4)" for messages.
 std::string shape_str(std::vector<halox::index_t> const& v);
 

@@ -13,10 +13,6 @@ namespace halox_py {
 
 namespace {
 
-std::string type_name(py::handle h) {
-  return py::str(py::type::handle_of(h).attr("__qualname__")).cast<std::string>();
-}
-
 std::string first_line(std::string s) {
   auto const nl = s.find('\n');
   return nl == std::string::npos ? s : s.substr(0, nl);
