@@ -46,6 +46,8 @@ def test_world_rank_size_and_collectives():
     agree(w.bcast({"k": me}, root=0) == {"k": 0}, "bcast of an object")
     agree(w.allgather(("r", me)) == [("r", r) for r in range(n)], "allgather of objects")
     w.barrier()
+    me = halox.comm_self()
+    agree(me.size == 1 and me.rank == 0 and me.allgather(w.rank) == [w.rank], "comm_self")
 
 
 def test_torch_tensors_reduce_in_place():
