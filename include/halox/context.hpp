@@ -10,9 +10,16 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace halox {
+
+/// The watchdog's bound, in seconds, on every wait of a plan when neither the options nor
+/// $HALOX_TIMEOUT set one. Long, like the default timeouts of NCCL and torch.distributed: a
+/// rank that is only slow (a first epoch, a checkpoint, an oversubscribed node) must not be
+/// taken for a missing one, while a job that truly hangs still ends with a message.
+inline constexpr double default_timeout_seconds = 300.0;
 
 /// Kinds of memory a plan may ask an allocator for.
 enum class memory_kind {
@@ -41,8 +48,11 @@ struct context_options {
   /// Bound, in seconds, on every wait of the context's plans (exchanges and the collective
   /// rounds of plan construction): a wait that lasts longer throws `halox::error`
   /// (errc::timeout) naming the plan, the peers whose messages have not arrived and the bytes
-  /// outstanding, and prints it on that rank. 0: $HALOX_TIMEOUT, or unbounded when unset.
-  double timeout_seconds = 0.0;
+  /// outstanding, and prints it on that rank. Unset: $HALOX_TIMEOUT when set, else
+  /// `default_timeout_seconds`. 0 (or HALOX_TIMEOUT=0) turns the watchdog off: waits are then
+  /// unbounded, though a peer that fails its own checks at execute is still reported at once
+  /// (errc::peer_failed).
+  std::optional<double> timeout_seconds;
   /// Every execution first agrees with all ranks (one small all-reduce) that each rank passes
   /// valid buffers to the same plan in the same direction, so a bad buffer or a rank executing
   /// another plan is an error on every rank instead of a hang. false: $HALOX_CHECK=1 turns it
@@ -97,7 +107,7 @@ public:
   [[nodiscard]] int size() const noexcept;
   /// Number of plans built from this context so far (each takes one message tag).
   [[nodiscard]] std::size_t plans_built() const noexcept;
-  /// Effective wait bound in seconds (0: unbounded) and execute-time checking of the context.
+  /// Effective wait bound in seconds (0: unbounded).
   [[nodiscard]] double timeout_seconds() const noexcept;
   /// True when plans of the context agree on every execution (see context_options).
   [[nodiscard]] bool check_execute() const noexcept;

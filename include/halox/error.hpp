@@ -18,7 +18,8 @@ enum class errc {
   unsupported,        ///< the combination is valid but not available in this build
   internal,           ///< a bug in halox
   timeout,            ///< a wait exceeded its bound (HALOX_TIMEOUT / timeout_seconds)
-  ucx_error           ///< a UCX call failed (the ucx / ucx_iov backends)
+  ucx_error,          ///< a UCX call failed (the ucx / ucx_iov backends)
+  peer_failed         ///< a peer of this plan failed at execute and will not take part
 };
 
 /// Human-readable name of an error category.

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,9 @@ struct redistribute_options {
   /// (at least `workspace_bytes()`, which includes the `halo_after` exchange's) before
   /// executing. When false the plan draws it from its context's allocator.
   bool external_workspace = false;
-  /// Bound on this plan's waits in seconds (0: the context's; see context_options).
-  double timeout_seconds = 0.0;
+  /// Bound on this plan's waits in seconds (unset: the context's; 0: unbounded; see
+  /// context_options).
+  std::optional<double> timeout_seconds;
   /// Agree with every rank before each execution (false: the context's; see context_options).
   bool check_execute = false;
 };

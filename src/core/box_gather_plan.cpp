@@ -91,9 +91,9 @@ void box_gather_plan::execute(tensor_view const& src, void* workspace, stream_ha
 }
 
 void box_gather_plan::start(tensor_view const& src, void* workspace, stream_handle stream) {
-  HALOX_REQUIRE(!impl_->engine->in_flight(), errc::invalid_state,
-                "box_gather_plan: start called while a gather is in flight; call wait() first");
   impl_->engine->agree_execute(0, [&] {
+    HALOX_REQUIRE(!impl_->engine->in_flight(), errc::invalid_state,
+                  "box_gather_plan: start called while a gather is in flight; call wait() first");
     detail::check_view(src, impl_->desc, "box_gather_plan: source buffer", -1);
     HALOX_REQUIRE(workspace != nullptr || impl_->mine.empty(), errc::invalid_argument,
                   "box_gather_plan: the workspace is a null pointer but this rank receives " +

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 namespace halox {
@@ -27,15 +28,17 @@ char const* to_string(memory_kind k) noexcept {
 
 namespace {
 
-// $name as seconds (unset or empty: 0); anything but a non-negative number is an error.
-double env_seconds(char const* name) {
+// $name as seconds (unset or empty: nothing); anything but a non-negative number is an error.
+std::optional<double> env_seconds(char const* name) {
   char const* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0.0;
+  if (v == nullptr || *v == '\0') return std::nullopt;
   char* end = nullptr;
   double const x = std::strtod(v, &end);
   HALOX_REQUIRE(end != v && *end == '\0' && x >= 0 && x < 1e9, errc::invalid_argument,
                 std::string("$") + name + "=\"" + v +
-                    "\" is not a number of seconds; set it to e.g. 30 (or unset it for no bound)");
+                    "\" is not a number of seconds; set it to e.g. 30, 0 for no bound, or unset "
+                    "it for the default of " +
+                    std::to_string(static_cast<int>(default_timeout_seconds)));
   return x;
 }
 
@@ -73,10 +76,14 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
   detail::collective_check(
       comm, "context",
       [&] {
-        timeout = o.timeout_seconds > 0 ? o.timeout_seconds : env_seconds("HALOX_TIMEOUT");
-        HALOX_REQUIRE(o.timeout_seconds >= 0, errc::invalid_argument,
-                      "context_options::timeout_seconds is " + std::to_string(o.timeout_seconds) +
-                          "; pass a positive number of seconds, or 0 for $HALOX_TIMEOUT / none");
+        HALOX_REQUIRE(!o.timeout_seconds || *o.timeout_seconds >= 0, errc::invalid_argument,
+                      "context_options::timeout_seconds is " +
+                          std::to_string(o.timeout_seconds.value_or(0)) +
+                          "; pass a number of seconds, 0 for no bound, or leave it unset for "
+                          "$HALOX_TIMEOUT or the default");
+        timeout = o.timeout_seconds
+                      ? *o.timeout_seconds
+                      : env_seconds("HALOX_TIMEOUT").value_or(default_timeout_seconds);
         check = o.check_execute || env_flag("HALOX_CHECK");
         select = o.select_device || env_flag("HALOX_SELECT_DEVICE");
         fragment = o.pipeline_fragment_bytes > 0 ? o.pipeline_fragment_bytes
@@ -106,6 +113,7 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
   // An MPI failure on halox's own messages must reach the caller as a halox::error rather than
   // abort the job from inside MPI; communicators created from this one inherit the handler.
   HALOX_MPI_CHECK(MPI_Comm_set_errhandler(s->comm.get(), MPI_ERRORS_RETURN));
+  s->notices.open(s->comm.get());
   HALOX_MPI_CHECK(MPI_Comm_rank(s->comm.get(), &s->rank));
   HALOX_MPI_CHECK(MPI_Comm_size(s->comm.get(), &s->size));
   void* ub = nullptr;

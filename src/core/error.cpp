@@ -18,6 +18,7 @@ char const* to_string(errc c) noexcept {
   case errc::internal: return "internal";
   case errc::timeout: return "timeout";
   case errc::ucx_error: return "ucx_error";
+  case errc::peer_failed: return "peer_failed";
   }
   return "unknown";
 }

@@ -17,10 +17,10 @@ struct halo_plan::impl {
 
   // Runs on every execution: no allocation (no vector of views, no message unless it throws).
   void bind(tensor_view const* vs, std::size_t n, bool reverse) {
-    HALOX_REQUIRE(!engine->in_flight(), errc::invalid_state,
-                  "start called while an exchange of this plan is still in flight; call wait() "
-                  "first");
     engine->agree_execute(reverse ? 1 : 0, [&] {
+      HALOX_REQUIRE(!engine->in_flight(), errc::invalid_state,
+                    "start called while an exchange of this plan is still in flight; call wait() "
+                    "first");
       HALOX_REQUIRE(n == descs.size(), errc::invalid_argument,
                     std::to_string(n) + " buffers passed to a halo plan of " +
                         std::to_string(descs.size()) + " tensors; pass one per planned tensor");
@@ -70,6 +70,7 @@ halo_plan::halo_plan(context const& ctx, std::vector<tensor_desc> const& tensors
       comm, "halo_plan",
       [&] {
         detail::require_context_matches(ctx, comm, "halo_plan");
+        detail::require_timeout(options.timeout_seconds, "halo_options");
         for (std::size_t i = 1; i < tensors.size(); ++i) {
           int cmp = MPI_UNEQUAL;
           HALOX_MPI_CHECK(MPI_Comm_compare(comm, tensors[i].grid().comm(), &cmp));

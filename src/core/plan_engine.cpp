@@ -20,6 +20,14 @@ combine_op to_combine(reduce_op op) noexcept {
   return combine_op::sum;
 }
 
+void require_timeout(std::optional<double> const& seconds, char const* options) {
+  HALOX_REQUIRE(!seconds || *seconds >= 0, errc::invalid_argument,
+                std::string(options) + "::timeout_seconds is " +
+                    std::to_string(seconds.value_or(0)) +
+                    "; pass a number of seconds, 0 for no bound, or leave it unset for the "
+                    "context's");
+}
+
 void require_context_matches(context const& ctx, MPI_Comm comm, char const* what) {
   int cmp = MPI_UNEQUAL;
   HALOX_MPI_CHECK(MPI_Comm_compare(ctx.comm(), comm, &cmp));
@@ -56,14 +64,19 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
                          std::uint64_t key)
     : ctx_(ctx), forward_(std::move(forward)), external_(o.external_workspace) {
   cfg_.ctx = ctx_.shared_state();
+  HALOX_REQUIRE(cfg_.ctx->unusable.empty(), errc::invalid_state,
+                std::string(o.label) + ": the context cannot build plans any more: " +
+                    cfg_.ctx->unusable + "; build a new context");
   cfg_.comm = ctx_.comm();
   cfg_.tag = cfg_.ctx->next_tag();
   cfg_.memory = o.memory;
   cfg_.fill_value = o.fill_value;
-  cfg_.timeout = o.timeout > 0 ? o.timeout : cfg_.ctx->timeout;
+  cfg_.timeout = o.timeout ? *o.timeout : cfg_.ctx->timeout;
   cfg_.label = o.label;
   check_ = o.check_execute || cfg_.ctx->check_execute;
   agree_on_tag(cfg_.comm, cfg_.tag);
+  watch_.arm(cfg_.ctx->notices.comm(), cfg_.tag, o.label);
+  cfg_.watch = &watch_;
   selection sel = select_backend(o.method, forward_, cfg_, o.tune, key);
   selected_ = sel.chosen;
   report_ = std::move(sel.report);
@@ -176,7 +189,15 @@ void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* st
     if (rc_.state == recheck_state::phase::pending && rc_.done % 2 == 1) e = alt_fwd_.get();
     t = recheck_clock();
   }
-  e->start(bufs, reverse ? op : combine_op::replace, stream, reverse);
+  watch_.watch(executions_ - 1);
+  try {
+    e->start(bufs, reverse ? op : combine_op::replace, stream, reverse);
+  } catch (...) {
+    // Whatever was posted has been withdrawn: the peers must not wait for the rest.
+    watch_.watch(-1);
+    tell_peers(executions_ - 1, reverse ? 1 : 0, std::current_exception(), true);
+    throw;
+  }
   active_ = e;
   if (timed) {
     rc_.spent = recheck_clock() - t;
@@ -184,6 +205,78 @@ void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* st
   }
 }
 
+void plan_engine::refuse_if_broken() const {
+  HALOX_REQUIRE(cfg_.ctx->unusable.empty(), errc::invalid_state,
+                std::string(cfg_.label) + " with message tag " + std::to_string(cfg_.tag) +
+                    " cannot run: its context " + cfg_.ctx->unusable +
+                    "; build a new context and new plans");
+  if (broken_.empty()) return;
+  throw error(errc::invalid_state,
+              std::string(cfg_.label) + " with message tag " + std::to_string(cfg_.tag) +
+                  " cannot run again: " + broken_ +
+                  "; messages of that execution may still be queued and would be taken for "
+                  "this one's. Build a new plan (the context stays usable), or end the job");
+}
+
+void plan_engine::settle_failure() {
+  if (failed_at_ < 0) return;
+  std::int64_t const n = std::exchange(failed_at_, -1);
+  auto const until = deadline_after(2.0);
+  for (;;) {
+    watch_.collect();
+    if (watch_.all_failed(n, failed_peers_)) break;
+    if (clock_type::now() > until) {
+      if (broken_.empty())
+        broken_ = "execution " + std::to_string(n) + " failed on this rank (" + failed_why_ +
+                  ") while a peer went ahead with it";
+      break;
+    }
+  }
+  watch_.forget_before(n + 1);
+}
+
+void plan_engine::tell_peers(std::int64_t n, int direction, std::exception_ptr const& why,
+                             bool posted) noexcept {
+  try {
+    std::string reason = "an exception";
+    try {
+      std::rethrow_exception(why);
+    } catch (error const& e) {
+      reason = std::string("[") + to_string(e.code()) + "] " + e.message();
+    } catch (std::exception const& e) {
+      reason = e.what();
+    } catch (...) {
+    }
+    // The peers of this execution: every rank for a collective backend (all must call it), the
+    // schedule's otherwise.
+    std::vector<int> peers;
+    int const me = cfg_.ctx->rank;
+    executor const* e = fwd_.get();
+    if (e != nullptr && e->whole_communicator()) {
+      for (int r = 0; r < cfg_.ctx->size; ++r)
+        if (r != me) peers.push_back(r);
+    } else {
+      for (auto const* list : {&forward_.sends, &forward_.recvs})
+        for (auto const& m : *list)
+          if (m.peer != me && std::find(peers.begin(), peers.end(), m.peer) == peers.end())
+            peers.push_back(m.peer);
+    }
+    if (peers.empty()) return; // nobody waits for this rank: nothing is out of step
+    cfg_.ctx->notices.send(cfg_.tag, peers, n, direction, reason);
+    if (e != nullptr && e->whole_communicator() && cfg_.ctx->unusable.empty())
+      cfg_.ctx->unusable = "holds a collective exchange of plan tag " + std::to_string(cfg_.tag) +
+                           " that this rank did not join (it failed at execute)";
+    if (!broken_.empty()) return;
+    if (posted) {
+      broken_ = "execution " + std::to_string(n) + " failed on this rank (" + reason + ")";
+    } else {
+      failed_at_ = n;
+      failed_peers_ = std::move(peers);
+      failed_why_ = std::move(reason);
+    }
+  } catch (...) {
+  }
+}
 void plan_engine::agree_execute_round(int direction, std::exception_ptr const& local) {
   int rank = 0;
   HALOX_MPI_CHECK(MPI_Comm_rank(cfg_.comm, &rank));
@@ -205,18 +298,40 @@ void plan_engine::agree_execute_round(int direction, std::exception_ptr const& l
                     "plans in the same order on every rank");
 }
 
+void plan_engine::finish(executor* e, void* stream) {
+  try {
+    e->wait(stream);
+  } catch (error const& x) {
+    watch_.watch(-1);
+    if (e->whole_communicator() && cfg_.ctx->unusable.empty())
+      cfg_.ctx->unusable = "holds an unfinished collective exchange of plan tag " +
+                           std::to_string(cfg_.tag) + " (" + to_string(x.code()) + ")";
+    broken_ = "execution " + std::to_string(executions_ - 1) + " failed (" +
+              to_string(x.code()) + (x.code() == errc::peer_failed
+                                         ? ", rank " + std::to_string(watch_.failed_rank())
+                                         : std::string()) +
+              ")";
+    throw;
+  } catch (...) {
+    watch_.watch(-1);
+    broken_ = "execution " + std::to_string(executions_ - 1) + " failed";
+    throw;
+  }
+  watch_.watch(-1);
+}
+
 void plan_engine::wait(void* stream) {
   HALOX_REQUIRE(active_ != nullptr, errc::invalid_state,
                 "wait called without a matching start; call start() (or execute()) first");
   executor* e = active_;
   active_ = nullptr;
   if (!rc_.timing) {
-    e->wait(stream);
+    finish(e, stream);
     return;
   }
   rc_.timing = false;
   double const t = recheck_clock();
-  e->wait(stream);
+  finish(e, stream);
   double const took = rc_.spent + (recheck_clock() - t);
   auto const& hooks = test_hooks();
   bool const rechecking = rc_.state == recheck_state::phase::pending;

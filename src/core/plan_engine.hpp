@@ -10,9 +10,12 @@
 #include <halox/halo.hpp>
 
 #include <array>
+#include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace halox::detail {
 
@@ -23,7 +26,7 @@ struct engine_options {
   double fill_value = 0.0;
   tune_options tune;
   bool external_workspace = false; ///< the caller binds the workspace with set_workspace
-  double timeout = 0.0;            ///< 0: the context's
+  std::optional<double> timeout;   ///< unset: the context's; 0: unbounded
   bool check_execute = false;      ///< or the context's
   char const* label = "plan";      ///< the public plan type, for messages
 };
@@ -39,17 +42,29 @@ public:
   plan_engine(plan_engine const&) = delete;
   plan_engine& operator=(plan_engine const&) = delete;
 
-  /// Runs `validate` (the caller's checks of the buffers of one execution). With execute-time
-  /// checking on, every rank then agrees, in one bounded all-reduce, that all ranks' buffers are
-  /// valid and that all execute this plan in the same direction (0 forward, 1 reverse/inverse):
-  /// otherwise every rank throws. Off, `validate` runs alone, and nothing is allocated.
+  /// Runs `validate` (the caller's checks of the buffers and state of one execution). With
+  /// execute-time checking on, every rank then agrees, in one bounded all-reduce, that all
+  /// ranks' buffers are valid and that all execute this plan in the same direction (0 forward,
+  /// 1 reverse/inverse): otherwise every rank throws. Off, `validate` runs alone, nothing is
+  /// allocated, and when it throws this rank first sends a failure notice to the peers of the
+  /// execution (they raise errc::peer_failed instead of waiting for it). Either way a plan that
+  /// cannot run again (see `wait`) refuses here.
   template <class Validate> void agree_execute(int direction, Validate&& validate) {
+    std::int64_t const n = executions_++;
     if (!check_) {
-      validate();
+      try {
+        settle_failure();
+        refuse_if_broken();
+        validate();
+      } catch (...) {
+        tell_peers(n, direction, std::current_exception(), false);
+        throw;
+      }
       return;
     }
     std::exception_ptr local;
     try {
+      refuse_if_broken();
       validate();
     } catch (...) {
       local = std::current_exception();
@@ -63,7 +78,9 @@ public:
   void start(void* const* bufs, bool reverse, combine_op op, void* stream);
   /// Completes the exchange in flight. The wait of the last re-checked forward exchange takes
   /// the re-check's decision: one bounded all-reduce of the timings, then every rank keeps the
-  /// same backend. Allocates nothing.
+  /// same backend. Allocates nothing. When the exchange fails (a timeout, a peer's failure
+  /// notice, an MPI error) the plan cannot run again: messages of that execution may still be
+  /// queued and would be taken for the next one's.
   void wait(void* stream);
   /// Abandons the exchange in flight, if any (see executor::abandon); returns false when its
   /// messages could be neither completed nor cancelled (the engine's own workspace is then kept
@@ -102,6 +119,21 @@ public:
 
 private:
   void agree_execute_round(int direction, std::exception_ptr const& local);
+  /// Throws invalid_state when an earlier execution failed in a way that leaves messages out of
+  /// step (see `wait`).
+  void refuse_if_broken() const;
+  /// This rank will not take part in execution `n`, because of `why`: sends the failure notice
+  /// to the peers of the execution (none: nothing to tell, the plan stays usable). When this
+  /// rank `posted` messages of it, the plan cannot run again; otherwise `settle_failure` decides
+  /// at the next execution. Never throws.
+  void tell_peers(std::int64_t n, int direction, std::exception_ptr const& why,
+                  bool posted) noexcept;
+  /// After this rank refused an execution before posting anything: when every peer of it
+  /// refused it too (their notices arrive within seconds), no message of it was sent and the
+  /// plan runs on; otherwise a peer went ahead and the plan cannot run again.
+  void settle_failure();
+  /// Waits for `e`; a failure marks the plan unusable.
+  void finish(executor* e, void* stream);
   void recheck_decide();
   void watch_decide();
   [[nodiscard]] std::string recheck_summary() const;
@@ -143,6 +175,12 @@ private:
   std::string report_;
   bool external_ = false;
   workspace_memory own_; // before the executors: they are destroyed first
+  peer_watch watch_;      // likewise: the executors test it while waiting
+  std::int64_t executions_ = 0; // executions begun (or refused) on this rank
+  std::string broken_;          // why the plan cannot run again (empty: it can)
+  std::int64_t failed_at_ = -1; // this rank's refused execution, for settle_failure
+  std::vector<int> failed_peers_;
+  std::string failed_why_;
   std::unique_ptr<executor> fwd_, rev_;
   std::unique_ptr<executor> alt_fwd_, alt_rev_; // the runner-up's, while/after re-checking
   executor* active_ = nullptr;
@@ -151,6 +189,10 @@ private:
 
 /// Converts the public reduction to the internal combine op.
 [[nodiscard]] combine_op to_combine(reduce_op op) noexcept;
+
+/// Throws `halox::error` (invalid_argument) when a plan's `timeout_seconds` (of `options`,
+/// for the message) is set and negative.
+void require_timeout(std::optional<double> const& seconds, char const* options);
 
 /// Throws unless `ctx` holds the same processes in the same order as `comm` (collective
 /// validation helper; call inside collective_check).

@@ -161,6 +161,8 @@ void redistribute_plan::impl::build(context const& ctx, MPI_Comm parent, tensor_
       parent, "redistribute_plan",
       [&] {
         detail::require_context_matches(ctx, parent, "redistribute_plan");
+        detail::require_timeout(o.timeout_seconds, "redistribute_options");
+        detail::require_timeout(o.halo.timeout_seconds, "redistribute_options::halo");
         auto available = [&](backend b) {
           HALOX_REQUIRE(b == backend::automatic || detail::backend_available(b, o.memory),
                         errc::unsupported,
@@ -242,7 +244,7 @@ void redistribute_plan::impl::build(context const& ctx, MPI_Comm parent, tensor_
   if (o.halo_after && d) {
     halo_options ho = o.halo;
     ho.external_workspace = true;
-    if (ho.timeout_seconds <= 0) ho.timeout_seconds = o.timeout_seconds;
+    if (!ho.timeout_seconds) ho.timeout_seconds = o.timeout_seconds;
     ho.check_execute = ho.check_execute || o.check_execute;
     halo.emplace(*d, ho);
   }
@@ -303,6 +305,10 @@ void redistribute_plan::impl::set_workspace(workspace const& w) {
 
 void redistribute_plan::impl::bind(tensor_view const& s, tensor_view const& d, bool inverse) {
   engine->agree_execute(inverse ? 1 : 0, [&] {
+    // Checked before binding: the exchange in flight still reads the bound slot pointers.
+    HALOX_REQUIRE(in_flight == phase::idle, errc::invalid_state,
+                  "start called while a redistribution of this plan is still in flight; call "
+                  "wait() first");
     bufs[0] = bufs[1] = nullptr;
     skip = false;
     if (src) {
@@ -329,10 +335,6 @@ void redistribute_plan::impl::bind(tensor_view const& s, tensor_view const& d, b
 
 void redistribute_plan::impl::begin(tensor_view const& s, tensor_view const& d, bool inverse,
                                     stream_handle stream) {
-  // Checked before binding: the exchange in flight still reads the bound slot pointers.
-  HALOX_REQUIRE(in_flight == phase::idle, errc::invalid_state,
-                "start called while a redistribution of this plan is still in flight; call "
-                "wait() first");
   bind(s, d, inverse);
   pending_dst = d;
   if (!local_only) engine->start(bufs, inverse, detail::combine_op::replace, stream);

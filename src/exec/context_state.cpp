@@ -13,6 +13,8 @@
 
 namespace halox {
 
+context::state::~state() { detail::drain_unexpected(comm.get()); }
+
 void* context::state::allocate(std::size_t bytes, memory_kind kind, bool like_caller) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;

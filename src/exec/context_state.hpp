@@ -4,6 +4,8 @@
 // Defined at the executor layer, because executors draw on it; plans only pass it along.
 
 #include <halox/context.hpp>
+#include "exec/peer_notice.hpp"
+
 #include <halox/detail/mpi_handle.hpp>
 
 #include <array>
@@ -12,7 +14,16 @@
 #include <string>
 
 struct halox::context::state {
+  state() = default;
+  /// Drops the messages of abandoned exchanges still queued on the communicators (see
+  /// detail::drain_unexpected), so that the MPI library does not warn about them at exit.
+  ~state();
+  state(state const&) = delete;
+  state& operator=(state const&) = delete;
+
   detail::unique_comm comm;
+  /// The failure notices' side channel (exec/peer_notice.hpp), destroyed before `comm`.
+  detail::notice_channel notices;
   int rank = 0;
   int size = 1;
   int tag_ub = 32767;
@@ -29,7 +40,11 @@ struct halox::context::state {
   /// Why UCX could not start on this context (the same on every rank); empty when it did or was
   /// never tried. Later ucx plans fail with it at once instead of bootstrapping again.
   std::string ucx_failure;
-  double timeout = 0.0;       ///< seconds, 0: unbounded (options or $HALOX_TIMEOUT)
+  /// Why no plan of this context may run or be built any more (empty: they may). Set, on every
+  /// rank of an exchange alike, when a collective exchange was left unfinished (a rank failed
+  /// at execute, or a wait timed out): the next collective on `comm` would be matched with it.
+  std::string unusable;
+  double timeout = 0.0; ///< seconds, 0: unbounded (options, $HALOX_TIMEOUT or the default)
   bool check_execute = false; ///< options or $HALOX_CHECK=1
   /// mpi_pipeline's fragment size in bytes (options or $HALOX_PIPELINE_FRAGMENT; 0: automatic),
   /// the same on every rank (checked when the context is built).

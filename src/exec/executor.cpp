@@ -91,53 +91,66 @@ std::pair<int, std::string> lowest_problem(std::string const& problem, MPI_Comm 
   return {first, broadcast_text(problem, first, comm, timeout, what)};
 }
 
+void executor::settle(std::size_t first, std::size_t n) {
+  for (std::size_t i = first; i < first + n; ++i) {
+    if (done_[i]) continue;
+    int flag = 0;
+    HALOX_MPI_CHECK(MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE));
+    if (flag) done_[i] = 1;
+  }
+}
+
 void executor::wait_all(std::size_t first, std::size_t n) {
   if (n == 0) return;
-  if (cfg_.timeout <= 0) {
-    HALOX_MPI_CHECK(MPI_Waitall(static_cast<int>(n), reqs_.data() + first, MPI_STATUSES_IGNORE));
+  int const count = static_cast<int>(n);
+  MPI_Request* const r = reqs_.data() + first;
+  if (cfg_.timeout <= 0 && cfg_.watch == nullptr) {
+    HALOX_MPI_CHECK(MPI_Waitall(count, r, MPI_STATUSES_IGNORE));
     return;
   }
-  auto const until = deadline_after(cfg_.timeout);
+  // Polls: each round tests the messages, then the plan's failure notices, then the clock.
+  bool const bounded = cfg_.timeout > 0;
+  auto const until = bounded ? deadline_after(cfg_.timeout) : clock_type::time_point{};
   for (;;) {
-    bool all = true;
-    for (std::size_t i = first; i < first + n; ++i) {
-      if (done_[i]) continue;
-      int flag = 0;
-      HALOX_MPI_CHECK(MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE));
-      if (flag)
-        done_[i] = 1;
-      else
-        all = false;
+    int flag = 0;
+    HALOX_MPI_CHECK(MPI_Testall(count, r, &flag, MPI_STATUSES_IGNORE));
+    if (flag) {
+      std::fill(done_.begin() + static_cast<std::ptrdiff_t>(first),
+                done_.begin() + static_cast<std::ptrdiff_t>(first + n), char{1});
+      return;
     }
-    if (all) return;
-    if (clock_type::now() > until) throw_timeout(first, n);
+    if (cfg_.watch) cfg_.watch->poll(to_string(kind()));
+    if (bounded && clock_type::now() > until) {
+      settle(first, n);
+      throw_timeout(first, n);
+    }
   }
 }
 
 int executor::wait_any(std::size_t first, std::size_t n) {
   if (n == 0) return MPI_UNDEFINED;
-  if (cfg_.timeout <= 0) {
-    int idx = MPI_UNDEFINED;
-    HALOX_MPI_CHECK(
-        MPI_Waitany(static_cast<int>(n), reqs_.data() + first, &idx, MPI_STATUS_IGNORE));
-    return idx;
-  }
-  auto const until = deadline_after(cfg_.timeout);
-  for (;;) {
-    bool left = false;
-    for (std::size_t i = first; i < first + n; ++i) {
-      if (done_[i]) continue;
-      left = true;
+  int const count = static_cast<int>(n);
+  MPI_Request* const r = reqs_.data() + first;
+  int idx = MPI_UNDEFINED;
+  if (cfg_.timeout <= 0 && cfg_.watch == nullptr) {
+    HALOX_MPI_CHECK(MPI_Waitany(count, r, &idx, MPI_STATUS_IGNORE));
+  } else {
+    // A request returned before is inactive (or null) now: MPI_Testany passes over it.
+    bool const bounded = cfg_.timeout > 0;
+    auto const until = bounded ? deadline_after(cfg_.timeout) : clock_type::time_point{};
+    for (;;) {
       int flag = 0;
-      HALOX_MPI_CHECK(MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE));
-      if (flag) {
-        done_[i] = 1;
-        return static_cast<int>(i - first);
+      HALOX_MPI_CHECK(MPI_Testany(count, r, &idx, &flag, MPI_STATUS_IGNORE));
+      if (flag) break;
+      if (cfg_.watch) cfg_.watch->poll(to_string(kind()));
+      if (bounded && clock_type::now() > until) {
+        settle(first, n);
+        throw_timeout(first, n);
       }
     }
-    if (!left) return MPI_UNDEFINED;
-    if (clock_type::now() > until) throw_timeout(first, n);
   }
+  if (idx != MPI_UNDEFINED) done_[first + static_cast<std::size_t>(idx)] = 1;
+  return idx;
 }
 
 void executor::throw_timeout(std::size_t first, std::size_t n) {
@@ -192,8 +205,15 @@ void executor::wait(void* stream) {
   try {
     complete(stream);
   } catch (error const& e) {
-    // After a timeout the peers are known not to take part: cancel at once.
-    (void)abandon(e.code() == errc::timeout ? 0.0 : 1.0);
+    if (e.code() == errc::peer_failed && cfg_.watch) {
+      // The failed rank sends nothing more: its messages are cancelled at once, while those
+      // of the healthy peers get the usual grace period to complete, so that they finish.
+      cancel_peer(cfg_.watch->failed_rank());
+      (void)abandon(collective_requests() ? 0.0 : 1.0);
+    } else {
+      // After a timeout the peers are known not to take part: cancel at once.
+      (void)abandon(e.code() == errc::timeout ? 0.0 : 1.0);
+    }
     throw;
   } catch (...) {
     (void)abandon();
@@ -214,6 +234,12 @@ void executor::bind_workspace(workspace_bases const& bases) {
 bool executor::abandon(double grace) noexcept {
   in_flight_ = false;
   return abandon_requests(grace);
+}
+
+void executor::cancel_peer(int peer) noexcept {
+  if (collective_requests() || !mpi_alive()) return;
+  for (std::size_t i = 0; i < reqs_.size() && i < info_.size(); ++i)
+    if (info_[i].peer == peer && reqs_[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs_[i]);
 }
 
 bool executor::abandon_requests(double grace) noexcept {

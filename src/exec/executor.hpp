@@ -43,6 +43,8 @@ struct exec_config {
   double fill_value = 0.0;    ///< value for the schedule's fill regions
   double timeout = 0.0;       ///< seconds a wait may last before it throws (0: unbounded)
   char const* label = "plan"; ///< what the plan is, for error messages ("halo_plan", ...)
+  /// The plan's watch for peers' failure notices, tested by every wait loop (null: none).
+  peer_watch* watch = nullptr;
 };
 
 /// What one request of an exchange moves, for the watchdog's report.
@@ -156,6 +158,9 @@ public:
   [[nodiscard]] virtual std::string wire_summary() const { return {}; }
   /// The schedule it runs.
   [[nodiscard]] schedule const& sched() const noexcept { return sched_; }
+  /// True when every rank of the communicator takes part in each exchange (a nonblocking
+  /// collective), not only the schedule's peers: a rank that will not take part must tell all.
+  [[nodiscard]] bool whole_communicator() const noexcept { return collective_requests(); }
 
 protected:
   /// Packs and posts the messages of the exchange on `bufs_` with `op_`.
@@ -172,11 +177,17 @@ protected:
   /// backend with its own requests (UCX) overrides it.
   [[nodiscard]] virtual bool abandon_requests(double grace) noexcept;
 
+  /// Cancels the requests of `info_` with `peer` (a failed rank), for `wait`; the default
+  /// works on `reqs_`, a backend with its own requests (UCX) overrides it.
+  virtual void cancel_peer(int peer) noexcept;
+
   /// Completes requests [first, first + n) of `reqs_`, within the plan's timeout when it has one
-  /// (then every request needs its `info_` entry, which names it in the error).
+  /// (then every request needs its `info_` entry, which names it in the error), and raises
+  /// errc::peer_failed when a peer's failure notice arrives meanwhile.
   void wait_all(std::size_t first, std::size_t n);
   /// Completes one of requests [first, first + n) not yet returned by this exchange and returns
   /// its index (relative to first), within the timeout; MPI_UNDEFINED when none is left.
+  /// Failure notices as in `wait_all`.
   int wait_any(std::size_t first, std::size_t n);
   /// Describes requests (index, what they move) for the watchdog: fill at construction, one
   /// entry per `reqs_` entry.
@@ -204,6 +215,8 @@ protected:
   /// Throws `halox::error` (errc::timeout) naming the plan, its tag, the backend and the
   /// requests of [first, first + n) not `done_`, with the bytes they still move.
   [[noreturn]] void throw_timeout(std::size_t first, std::size_t n);
+  /// Marks in `done_` the requests of [first, first + n) that completed (for the report).
+  void settle(std::size_t first, std::size_t n);
 
 private:
   workspace_layout layout_;

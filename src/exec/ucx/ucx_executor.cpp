@@ -163,7 +163,9 @@ protected:
         --left;
         if (i < nr) land(i);
       }
-      if (left > 0 && bounded && clock_type::now() > until) throw_timeout(0, n);
+      if (left == 0) break;
+      if (cfg_.watch) cfg_.watch->poll(to_string(kind()));
+      if (bounded && clock_type::now() > until) throw_timeout(0, n);
     }
     // A send "completes" once UCX owns its bytes; some transports (tcp) still push them out from
     // this worker's progress. Flush before returning, so a peer never waits for bytes while this
@@ -194,6 +196,13 @@ protected:
       if (st != UCS_OK)
         throw_ucx_error(st, "ucp_worker_flush_nbx", "flushing the exchange's sends");
     }
+  }
+
+  void cancel_peer(int peer) noexcept override {
+    for (std::size_t i = 0; i < pending_.size() && i < info_.size(); ++i)
+      if (!done_[i] && info_[i].peer == peer && pending_[i] != nullptr &&
+          ucp_request_check_status(pending_[i]) == UCS_INPROGRESS)
+        ucp_request_cancel(worker_, pending_[i]);
   }
 
   bool abandon_requests(double grace) noexcept override {

@@ -1,0 +1,169 @@
+#include "exec/peer_notice.hpp"
+
+#include "exec/executor.hpp"
+
+#include <halox/error.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace halox::detail {
+
+void drain_unexpected(MPI_Comm comm) noexcept {
+  if (comm == MPI_COMM_NULL || !mpi_alive()) return;
+  for (int n = 0; n < 4096; ++n) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+    int bytes = 0;
+    if (MPI_Get_count(&st, MPI_BYTE, &bytes) != MPI_SUCCESS || bytes == MPI_UNDEFINED) return;
+    auto* sink = new (std::nothrow) char[bytes > 0 ? static_cast<std::size_t>(bytes) : 1];
+    if (sink == nullptr) return;
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Irecv(sink, bytes, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, &req) != MPI_SUCCESS)
+      return;
+    // A long message needs its sender; one that is gone leaves the receive pending: give up.
+    auto const until = deadline_after(0.5);
+    int done = 0;
+    while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           clock_type::now() < until) {
+    }
+    if (!done) {
+      MPI_Cancel(&req);
+      MPI_Request_free(&req);
+      return; // the sink stays: MPI may still write it
+    }
+    delete[] sink;
+  }
+}
+
+void notice_channel::open(MPI_Comm comm) {
+  HALOX_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
+  HALOX_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
+}
+
+notice_channel::~notice_channel() {
+  if (!mpi_alive()) return;
+  drain_unexpected(comm_.get());
+  for (auto& o : out_) {
+    auto const n = static_cast<int>(o->reqs.size());
+    // Notices are small (eager): they are gone long before the context is destroyed.
+    auto const until = deadline_after(1.0);
+    int done = 0;
+    while (MPI_Testall(n, o->reqs.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !done &&
+           clock_type::now() < until) {
+    }
+    if (done) continue;
+    for (auto& r : o->reqs)
+      if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
+    auto const grace = deadline_after(0.2);
+    while (MPI_Testall(n, o->reqs.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !done &&
+           clock_type::now() < grace) {
+    }
+    // MPI may still read a notice it could neither deliver nor cancel: keep its buffer.
+    if (!done) (void)o.release();
+  }
+}
+
+void notice_channel::send(int tag, std::vector<int> const& peers, std::int64_t execution,
+                          int direction, std::string const& reason) noexcept {
+  if (comm_.get() == MPI_COMM_NULL || peers.empty() || !mpi_alive()) return;
+  try {
+    // Notices whose sends completed are dropped here, so the list stays short.
+    out_.erase(std::remove_if(out_.begin(), out_.end(),
+                              [](auto const& o) {
+                                int done = 0;
+                                return MPI_Testall(static_cast<int>(o->reqs.size()),
+                                                   o->reqs.data(), &done,
+                                                   MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
+                                       done;
+                              }),
+               out_.end());
+    auto o = std::make_unique<outgoing>();
+    o->msg.execution = execution;
+    o->msg.direction = direction;
+    std::size_t const n = std::min(reason.size(), sizeof(o->msg.reason));
+    std::memcpy(o->msg.reason, reason.data(), n);
+    o->msg.length = static_cast<std::int32_t>(n);
+    o->reqs.assign(peers.size(), MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < peers.size(); ++i)
+      MPI_Isend(&o->msg, static_cast<int>(sizeof(notice_message)), MPI_BYTE, peers[i], tag,
+                comm_.get(), &o->reqs[i]);
+    out_.push_back(std::move(o));
+  } catch (...) {
+    // Out of memory while failing: the peers fall back on the watchdog.
+  }
+}
+
+void peer_watch::arm(MPI_Comm notices, int tag, char const* label) {
+  comm_ = notices;
+  tag_ = tag;
+  label_ = label;
+  if (comm_ == MPI_COMM_NULL) return;
+  HALOX_MPI_CHECK(MPI_Irecv(&in_, static_cast<int>(sizeof(notice_message)), MPI_BYTE,
+                            MPI_ANY_SOURCE, tag_, comm_, &req_));
+}
+
+peer_watch::~peer_watch() {
+  if (req_ == MPI_REQUEST_NULL || !mpi_alive()) return;
+  MPI_Cancel(&req_);
+  MPI_Wait(&req_, MPI_STATUS_IGNORE);
+}
+
+void peer_watch::collect() {
+  while (req_ != MPI_REQUEST_NULL) {
+    int flag = 0;
+    MPI_Status st;
+    HALOX_MPI_CHECK(MPI_Test(&req_, &flag, &st));
+    if (!flag) return;
+    received r;
+    r.execution = in_.execution;
+    r.direction = in_.direction;
+    r.from = st.MPI_SOURCE;
+    r.reason.assign(in_.reason, static_cast<std::size_t>(std::clamp<std::int32_t>(
+                                    in_.length, 0, static_cast<std::int32_t>(sizeof(in_.reason)))));
+    box_.push_back(std::move(r));
+    HALOX_MPI_CHECK(MPI_Irecv(&in_, static_cast<int>(sizeof(notice_message)), MPI_BYTE,
+                              MPI_ANY_SOURCE, tag_, comm_, &req_));
+  }
+}
+
+bool peer_watch::all_failed(std::int64_t execution, std::vector<int> const& peers) const {
+  for (int p : peers)
+    if (std::none_of(box_.begin(), box_.end(),
+                     [&](received const& r) { return r.execution == execution && r.from == p; }))
+      return false;
+  return true;
+}
+
+void peer_watch::forget_before(std::int64_t execution) {
+  box_.erase(std::remove_if(box_.begin(), box_.end(),
+                            [&](received const& r) { return r.execution < execution; }),
+             box_.end());
+}
+
+void peer_watch::poll(char const* backend) {
+  collect();
+  if (box_.empty() || current_ < 0) return;
+  forget_before(current_);
+  auto const it = std::find_if(box_.begin(), box_.end(),
+                               [&](received const& r) { return r.execution == current_; });
+  if (it == box_.end()) return;
+  received const r = *it;
+  forget_before(current_ + 1);
+  failed_ = r.from;
+  int rank = 0;
+  MPI_Comm_rank(comm_, &rank);
+  throw error(errc::peer_failed,
+              std::string(label_) + (r.direction ? " (reverse/inverse)" : "") +
+                  " with message tag " + std::to_string(tag_) + " (backend " + backend +
+                  "): rank " + std::to_string(r.from) +
+                  " of its communicator failed at this execution and will not take part: " +
+                  r.reason + ". Rank " + std::to_string(rank) +
+                  " cancelled its part; the plan cannot run again (messages of this execution "
+                  "may still be queued), so build a new plan from the same context, or end the "
+                  "job from the error handler (MPI_Abort)");
+}
+
+} // namespace halox::detail

@@ -1,0 +1,109 @@
+#pragma once
+// Failure notices between the ranks of one plan. A rank whose own checks refuse an execution
+// (a buffer too small, a null pointer, another tensor's buffer, a start while in flight) sends
+// nothing of that execution, so its peers would wait for it forever. Before throwing, it tells
+// each of them on a side channel: one small message per peer, on a private duplicate of the
+// context's communicator, with the plan's tag. Each plan keeps one receive posted there, and
+// every wait loop of every executor tests it while its messages are still outstanding, so the
+// peers raise errc::peer_failed naming that rank and its reason at once. Nothing is sent and
+// nothing collective happens when executions succeed.
+
+#include <halox/detail/mpi_handle.hpp>
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace halox::detail {
+
+/// Receives and drops every message already queued on `comm` for no posted receive (the
+/// messages of exchanges abandoned after a failure), each within a short bound; for
+/// communicators no plan uses any more. Never throws.
+void drain_unexpected(MPI_Comm comm) noexcept;
+
+/// A notice on the wire: fixed size, so that one posted receive takes any notice.
+struct notice_message {
+  std::int64_t execution = 0; ///< the sender's index of the execution it will not take part in
+  std::int32_t direction = 0; ///< 0 forward, 1 reverse/inverse
+  std::int32_t length = 0;    ///< characters of `reason` used
+  char reason[496] = {};      ///< the sender's error message (truncated)
+};
+
+/// The context's side channel: its communicator (collective to open) and the notices this rank
+/// sent, kept until MPI is done with their buffers.
+class notice_channel {
+public:
+  notice_channel() = default;
+  /// Gives pending notices a moment to leave, cancels what could not, then frees.
+  ~notice_channel();
+  notice_channel(notice_channel const&) = delete;
+  notice_channel& operator=(notice_channel const&) = delete;
+
+  /// Duplicates `comm` for the notices; collective over `comm`.
+  void open(MPI_Comm comm);
+  /// The notices' communicator (MPI_COMM_NULL until opened).
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_.get(); }
+  /// Tells each of `peers` (ranks of the communicator) that this rank will not take part in
+  /// execution `execution` of the plan with `tag`, because of `reason`. Never throws: it runs
+  /// while the caller's own error is on its way out.
+  void send(int tag, std::vector<int> const& peers, std::int64_t execution, int direction,
+            std::string const& reason) noexcept;
+
+private:
+  struct outgoing {
+    notice_message msg;
+    std::vector<MPI_Request> reqs;
+  };
+  unique_comm comm_;
+  std::vector<std::unique_ptr<outgoing>> out_;
+};
+
+/// One plan's watch for notices: its posted receive, and the notices that arrived for
+/// executions this rank has not finished yet.
+class peer_watch {
+public:
+  peer_watch() = default;
+  /// Cancels the posted receive.
+  ~peer_watch();
+  peer_watch(peer_watch const&) = delete;
+  peer_watch& operator=(peer_watch const&) = delete;
+
+  /// Posts the receive of the plan with `tag` on `notices` (the context's notice communicator);
+  /// `label` names the plan in errors ("halo_plan", ...).
+  void arm(MPI_Comm notices, int tag, char const* label);
+  /// The executors now wait in this rank's execution `execution` (-1: none, e.g. at plan time).
+  void watch(std::int64_t execution) noexcept { current_ = execution; }
+  /// Takes any notice that arrived (one MPI_Test when none did) and throws `halox::error`
+  /// (errc::peer_failed) when a peer will not take part in the current execution. For the wait
+  /// loops, while messages are outstanding; `backend` names the executor in the error.
+  void poll(char const* backend);
+  /// Takes every notice that arrived.
+  void collect();
+  /// True when each of `peers` sent a notice of execution `execution`.
+  [[nodiscard]] bool all_failed(std::int64_t execution, std::vector<int> const& peers) const;
+  /// Forgets the notices of executions before `execution`.
+  void forget_before(std::int64_t execution);
+  /// The rank named by the latest peer_failed error (-1: none).
+  [[nodiscard]] int failed_rank() const noexcept { return failed_; }
+
+private:
+  struct received {
+    std::int64_t execution = 0;
+    int direction = 0;
+    int from = -1;
+    std::string reason;
+  };
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int tag_ = 0;
+  char const* label_ = "plan";
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  notice_message in_;          // the posted receive's buffer
+  std::vector<received> box_;  // notices taken, of executions not yet over here
+  std::int64_t current_ = -1;
+  int failed_ = -1;
+};
+
+} // namespace halox::detail
