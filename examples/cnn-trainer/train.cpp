@@ -8,12 +8,14 @@
 
 #include <halox/error.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
+#include <thread>
 
 namespace trainer {
 using halox::index_t;
@@ -208,10 +210,12 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       status = 1;
     }
   } catch (std::exception const& e) {
-    // Past set-up an error may strike one rank only (a short read, a full disk); the others
-    // would wait for it in the next collective, so stop the whole job.
+    // Past set-up an error may strike one rank only (a short read, a full disk, a bad buffer):
+    // its halo peers raise peer_failed at once, but the others would wait for it in the next
+    // collective, so stop the whole job, after a moment in which the peers report theirs.
     std::fprintf(stderr, "[%d/%d] halox-train: error: %s\n", rank, size, e.what());
     std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     MPI_Abort(world, 3);
   }
   if (!o.compare_log.empty()) status = std::max(status, out.compare(o.compare_log, o.rtol, world));

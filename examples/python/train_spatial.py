@@ -21,6 +21,7 @@ import argparse
 import gzip
 import os
 import struct
+import sys
 import time
 
 import numpy as np
@@ -156,4 +157,12 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except halox.Error as e:
+        # One rank's failure can leave others waiting for it in a later collective step (see
+        # "After an error" in the README): report it here, give the peers a moment to report
+        # theirs (peer_failed, naming this rank), then end the whole job.
+        print(f"[rank {halox.comm_world().rank}] train_spatial.py: {e}", file=sys.stderr, flush=True)
+        time.sleep(1.0)
+        halox.comm_world().abort(1)

@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -364,6 +365,17 @@ void bind_comm(py::module_& m) {
             HALOX_MPI_CHECK(MPI_Barrier(comm));
           },
           "Collective. Returns when every process has called it.")
+      .def(
+          "abort",
+          [](py_comm const& c, int code) {
+            MPI_Comm const comm = c.get("Comm.abort");
+            std::fflush(stdout);
+            std::fflush(stderr);
+            MPI_Abort(comm, code);
+          },
+          py::arg("code") = 1,
+          "Ends every process of the job (MPI_Abort) with exit status `code`: for an error "
+          "handler when the other processes may be waiting for this one.")
       .def("allreduce", &allreduce_value, py::arg("value"), py::arg("op") = "sum",
            "Collective. The reduction ('sum', 'max', 'min', 'prod') of every process's `value` "
            "(a number, NumPy array or CPU torch tensor), as a new object of the same kind.")

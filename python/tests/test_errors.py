@@ -132,3 +132,35 @@ def test_redistribute_wrong_buffers():
     agree("None" in msg or "rank" in msg, msg)
     msg = raises_everywhere(lambda: plan.execute(dst.zeros(), src.zeros()))
     agree("shape" in msg or "rank" in msg, msg)
+
+
+def test_peer_that_fails_at_start_is_named_by_its_peer():
+    """A rank that refuses an execution of its own (here: start while its exchange is in flight)
+    tells its peers, which raise halox.Error with code "peer_failed" naming it, at once."""
+    if COMM.size < 2:
+        pytest.skip("needs two ranks")
+    d = desc_1d()  # a chain: rank 0 exchanges with rank 1 only
+    plan = halox.HaloPlan(d, backend="mpi_pack")
+    x = d.zeros()
+    code = None
+    msg = ""
+    if COMM.rank == 0:
+        plan.start(x)
+        try:
+            plan.start(x)
+        except halox.Error as e:
+            code, msg = e.code, str(e)
+        plan.wait()
+        agree(code == "invalid_state" and "in flight" in msg, msg)
+    else:
+        plan.execute(x)
+        try:
+            plan.execute(x)
+        except halox.Error as e:
+            code, msg = e.code, str(e)
+        if COMM.rank == 1:
+            agree(code == "peer_failed" and "rank 0 of its communicator failed" in msg
+                  and "in flight" in msg, f"{code}: {msg}")
+        else:
+            agree(code is None, f"rank {COMM.rank} is no peer of rank 0 but raised {code}: {msg}")
+    COMM.barrier()

@@ -306,10 +306,9 @@ void plan_engine::finish(executor* e, void* stream) {
     if (e->whole_communicator() && cfg_.ctx->unusable.empty())
       cfg_.ctx->unusable = "holds an unfinished collective exchange of plan tag " +
                            std::to_string(cfg_.tag) + " (" + to_string(x.code()) + ")";
-    broken_ = "execution " + std::to_string(executions_ - 1) + " failed (" +
-              to_string(x.code()) + (x.code() == errc::peer_failed
-                                         ? ", rank " + std::to_string(watch_.failed_rank())
-                                         : std::string()) +
+    broken_ = "execution " + std::to_string(executions_ - 1) + " failed (" + to_string(x.code()) +
+              (x.code() == errc::peer_failed ? ", rank " + std::to_string(watch_.failed_rank())
+                                             : std::string()) +
               ")";
     throw;
   } catch (...) {

@@ -174,8 +174,8 @@ private:
   backend selected_ = backend::mpi_pack;
   std::string report_;
   bool external_ = false;
-  workspace_memory own_; // before the executors: they are destroyed first
-  peer_watch watch_;      // likewise: the executors test it while waiting
+  workspace_memory own_;        // before the executors: they are destroyed first
+  peer_watch watch_;            // likewise: the executors test it while waiting
   std::int64_t executions_ = 0; // executions begun (or refused) on this rank
   std::string broken_;          // why the plan cannot run again (empty: it can)
   std::int64_t failed_at_ = -1; // this rank's refused execution, for settle_failure

@@ -3,8 +3,8 @@
 // communicator, the allocator, the tag counter and the device resources made on demand.
 // Defined at the executor layer, because executors draw on it; plans only pass it along.
 
-#include <halox/context.hpp>
 #include "exec/peer_notice.hpp"
+#include <halox/context.hpp>
 
 #include <halox/detail/mpi_handle.hpp>
 
@@ -44,7 +44,7 @@ struct halox::context::state {
   /// rank of an exchange alike, when a collective exchange was left unfinished (a rank failed
   /// at execute, or a wait timed out): the next collective on `comm` would be matched with it.
   std::string unusable;
-  double timeout = 0.0; ///< seconds, 0: unbounded (options, $HALOX_TIMEOUT or the default)
+  double timeout = 0.0;       ///< seconds, 0: unbounded (options, $HALOX_TIMEOUT or the default)
   bool check_execute = false; ///< options or $HALOX_CHECK=1
   /// mpi_pipeline's fragment size in bytes (options or $HALOX_PIPELINE_FRAGMENT; 0: automatic),
   /// the same on every rank (checked when the context is built).

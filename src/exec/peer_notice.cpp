@@ -74,9 +74,8 @@ void notice_channel::send(int tag, std::vector<int> const& peers, std::int64_t e
     out_.erase(std::remove_if(out_.begin(), out_.end(),
                               [](auto const& o) {
                                 int done = 0;
-                                return MPI_Testall(static_cast<int>(o->reqs.size()),
-                                                   o->reqs.data(), &done,
-                                                   MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
+                                return MPI_Testall(static_cast<int>(o->reqs.size()), o->reqs.data(),
+                                                   &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
                                        done;
                               }),
                out_.end());
@@ -155,15 +154,15 @@ void peer_watch::poll(char const* backend) {
   failed_ = r.from;
   int rank = 0;
   MPI_Comm_rank(comm_, &rank);
-  throw error(errc::peer_failed,
-              std::string(label_) + (r.direction ? " (reverse/inverse)" : "") +
-                  " with message tag " + std::to_string(tag_) + " (backend " + backend +
-                  "): rank " + std::to_string(r.from) +
-                  " of its communicator failed at this execution and will not take part: " +
-                  r.reason + ". Rank " + std::to_string(rank) +
-                  " cancelled its part; the plan cannot run again (messages of this execution "
-                  "may still be queued), so build a new plan from the same context, or end the "
-                  "job from the error handler (MPI_Abort)");
+  throw error(
+      errc::peer_failed,
+      std::string(label_) + (r.direction ? " (reverse/inverse)" : "") + " with message tag " +
+          std::to_string(tag_) + " (backend " + backend + "): rank " + std::to_string(r.from) +
+          " of its communicator failed at this execution and will not take part: " + r.reason +
+          ". Rank " + std::to_string(rank) +
+          " cancelled its part; the plan cannot run again (messages of this execution "
+          "may still be queued), so build a new plan from the same context, or end the "
+          "job from the error handler (MPI_Abort)");
 }
 
 } // namespace halox::detail

@@ -100,8 +100,8 @@ private:
   int tag_ = 0;
   char const* label_ = "plan";
   MPI_Request req_ = MPI_REQUEST_NULL;
-  notice_message in_;          // the posted receive's buffer
-  std::vector<received> box_;  // notices taken, of executions not yet over here
+  notice_message in_;         // the posted receive's buffer
+  std::vector<received> box_; // notices taken, of executions not yet over here
   std::int64_t current_ = -1;
   int failed_ = -1;
 };

@@ -133,8 +133,7 @@ TEST_P(PeerFailure, HaloExchangePeersNameTheFailedRankAtDefaultSettings) {
     context ctx(MPI_COMM_WORLD);
     ASSERT_FALSE(ctx.check_execute()) << "run without HALOX_CHECK: this tests the defaults";
     halo_plan q(ctx, t, o);
-    tensor_view const v =
-        world_rank() == 0 ? faulty_view(f.kind, t, other, x) : tensor_view(t, x);
+    tensor_view const v = world_rank() == 0 ? faulty_view(f.kind, t, other, x) : tensor_view(t, x);
     outcome const r = run([&] {
       if (reverse)
         q.execute_reverse(v);
@@ -168,10 +167,11 @@ TEST_P(PeerFailure, HaloExchangePeersNameTheFailedRankAtDefaultSettings) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    HostBackends, PeerFailure, ::testing::ValuesIn(halo_cases()), [](auto const& info) {
-      return std::string(to_string(info.param.method)) + "_" + info.param.f.name;
-    });
+INSTANTIATE_TEST_SUITE_P(HostBackends, PeerFailure, ::testing::ValuesIn(halo_cases()),
+                         [](auto const& info) {
+                           return std::string(to_string(info.param.method)) + "_" +
+                                  info.param.f.name;
+                         });
 
 TEST(PeerFailureState, StartWhileInFlightIsToldToThePeersOfTheNextExecution) {
   if (!all_neighbours()) GTEST_SKIP() << "needs 2 to 4 ranks";
@@ -226,12 +226,12 @@ TEST(PeerFailureBoxGather, NullWorkspaceOnOneRank) {
   index_t const n = 4 * world_size();
   tensor_desc const t(g, {n}, dtype::float64);
   // Every rank needs the whole tensor: rank 0 receives from every other rank.
-  box_gather_plan p(t, {std::vector<index_range>(static_cast<std::size_t>(world_size()),
-                                                 index_range{0, n})});
+  box_gather_plan p(
+      t, {std::vector<index_range>(static_cast<std::size_t>(world_size()), index_range{0, n})});
   std::vector<double> x(t.local_elements(), 1.0);
   std::vector<std::byte> ws(p.workspace_bytes());
-  outcome const r = run(
-      [&] { p.execute(tensor_view(t, x), world_rank() == 0 ? nullptr : ws.data()); });
+  outcome const r =
+      run([&] { p.execute(tensor_view(t, x), world_rank() == 0 ? nullptr : ws.data()); });
   if (world_rank() == 0) {
     EXPECT_EQ(r.code, static_cast<int>(errc::invalid_argument)) << r.message;
   } else {
@@ -251,9 +251,8 @@ TEST(PeerFailureChain, RanksThatDoNotNeighbourTheFailedRankFinish) {
   o.method = backend::mpi_pack;
   halo_plan p(ctx, t, o);
   std::vector<double> x(t.local_elements(), 1.0);
-  tensor_view const v = world_rank() == 0
-                            ? tensor_view(t, x.data(), x.size() * sizeof(double) - 8)
-                            : tensor_view(t, x);
+  tensor_view const v = world_rank() == 0 ? tensor_view(t, x.data(), x.size() * sizeof(double) - 8)
+                                          : tensor_view(t, x);
   outcome const r = run([&] { p.execute(v); });
   if (world_rank() == 0)
     EXPECT_EQ(r.code, static_cast<int>(errc::invalid_argument)) << r.message;

@@ -8,8 +8,8 @@
 #include <sched.h>
 
 #include <chrono>
-#include <new>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <utility>
 
