@@ -120,6 +120,29 @@ TEST_P(Watchdog, RankThatFailsBeforeSendingIsNamedBeforeTheBound) {
   }
 }
 
+// Ranks executing different plans each wait for messages the others never send: no rank can
+// see that locally, so the watchdog reports it, naming the peers still missing.
+TEST_P(Watchdog, RanksOnDifferentPlansEachNameAMissingPeer) {
+  if (!all_neighbours()) GTEST_SKIP() << "needs 2 to 4 ranks";
+  {
+    context ctx(MPI_COMM_WORLD);
+    tensor_desc const t = make_tensor();
+    halo_options o;
+    o.method = GetParam();
+    o.timeout_seconds = bound;
+    halo_plan p(ctx, t, o), q(ctx, t, o);
+    std::vector<double> x(t.local_elements(), 1.0);
+    outcome const r = run([&] { (world_rank() == 0 ? q : p).execute(tensor_view(t, x)); });
+    EXPECT_EQ(r.code, static_cast<int>(errc::timeout)) << r.message;
+    if (world_rank() != 0)
+      EXPECT_NE(r.message.find("no message yet from rank 0"), std::string::npos) << r.message;
+    else
+      EXPECT_NE(r.message.find("no message yet from rank"), std::string::npos) << r.message;
+    EXPECT_LT(r.seconds, bound + 5.0) << "reported long after the timeout";
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(PointToPoint, Watchdog,
                          ::testing::Values(backend::mpi_pack, backend::mpi_datatype,
                                            backend::mpi_persistent),
