@@ -277,6 +277,7 @@ void plan_engine::tell_peers(std::int64_t n, int direction, std::exception_ptr c
   } catch (...) {
   }
 }
+
 void plan_engine::agree_execute_round(int direction, std::exception_ptr const& local) {
   int rank = 0;
   HALOX_MPI_CHECK(MPI_Comm_rank(cfg_.comm, &rank));

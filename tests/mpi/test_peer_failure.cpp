@@ -17,6 +17,8 @@
 namespace {
 
 using namespace halox;
+using halox::test::outcome;
+using halox::test::run;
 using halox::test::world_rank;
 using halox::test::world_size;
 
@@ -39,24 +41,6 @@ tensor_desc make_tensor(index_t n = 8) {
 }
 
 bool all_neighbours() { return world_size() >= 2 && world_size() <= 4; }
-
-struct outcome {
-  int code = -1;
-  std::string message;
-  double seconds = 0;
-};
-template <class F> outcome run(F&& f) {
-  outcome o;
-  double const t0 = MPI_Wtime();
-  try {
-    f();
-  } catch (halox::error const& e) {
-    o.code = static_cast<int>(e.code());
-    o.message = e.message();
-  }
-  o.seconds = MPI_Wtime() - t0;
-  return o;
-}
 
 // The peers' side of every fault: peer_failed naming rank 0 and its reason, soon.
 void expect_peer_failed(outcome const& r, std::string const& reason) {

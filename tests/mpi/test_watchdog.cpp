@@ -20,6 +20,8 @@ namespace {
 
 using namespace halox;
 using halox::test::expect_error_everywhere;
+using halox::test::outcome;
+using halox::test::run;
 using halox::test::world_rank;
 using halox::test::world_size;
 
@@ -37,25 +39,6 @@ tensor_desc make_tensor() {
   process_grid g(MPI_COMM_WORLD, near_square(world_size()));
   return tensor_desc(g, {8, 8}, dtype::float64,
                      {dim_options::halo(1, true), dim_options::halo(1, true)});
-}
-
-// Runs `f`; returns the error code it threw (or -1) and the message, and how long it took.
-struct outcome {
-  int code = -1;
-  std::string message;
-  double seconds = 0;
-};
-template <class F> outcome run(F&& f) {
-  outcome o;
-  double const t0 = MPI_Wtime();
-  try {
-    f();
-  } catch (halox::error const& e) {
-    o.code = static_cast<int>(e.code());
-    o.message = e.message();
-  }
-  o.seconds = MPI_Wtime() - t0;
-  return o;
 }
 
 class Watchdog : public ::testing::TestWithParam<backend> {};

@@ -47,4 +47,23 @@ inline void expect_error_everywhere(std::function<void()> const& f, errc code,
   EXPECT_EQ(threw_total, world_size()) << "not every rank threw";
 }
 
+// Runs `f`; returns the error code it threw (or -1) and the message, and how long it took.
+struct outcome {
+  int code = -1;
+  std::string message;
+  double seconds = 0;
+};
+template <class F> outcome run(F&& f) {
+  outcome o;
+  double const t0 = MPI_Wtime();
+  try {
+    f();
+  } catch (halox::error const& e) {
+    o.code = static_cast<int>(e.code());
+    o.message = e.message();
+  }
+  o.seconds = MPI_Wtime() - t0;
+  return o;
+}
+
 } // namespace halox::test
