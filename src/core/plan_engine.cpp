@@ -75,7 +75,7 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
   cfg_.label = o.label;
   check_ = o.check_execute || cfg_.ctx->check_execute;
   agree_on_tag(cfg_.comm, cfg_.tag);
-  watch_.arm(cfg_.ctx->notices.comm(), cfg_.tag, o.label);
+  watch_.arm(cfg_.ctx->notices, cfg_.tag, o.label);
   cfg_.watch = &watch_;
   selection sel = select_backend(o.method, forward_, cfg_, o.tune, key);
   selected_ = sel.chosen;
@@ -221,17 +221,17 @@ void plan_engine::refuse_if_broken() const {
 void plan_engine::settle_failure() {
   if (failed_at_ < 0) return;
   std::int64_t const n = std::exchange(failed_at_, -1);
+  // Every peer answers within moments: it refused the execution too, or it waited for this rank
+  // and was told (peer_failed). One that ran ahead without waiting never answers.
   auto const until = deadline_after(2.0);
-  for (;;) {
+  peer_watch::answers a;
+  do {
     watch_.collect();
-    if (watch_.all_failed(n, failed_peers_)) break;
-    if (clock_type::now() > until) {
-      if (broken_.empty())
-        broken_ = "execution " + std::to_string(n) + " failed on this rank (" + failed_why_ +
-                  ") while a peer went ahead with it";
-      break;
-    }
-  }
+    a = watch_.answers_for(n, failed_peers_);
+  } while (!a.answered && clock_type::now() < until);
+  if (!a.all_refused && broken_.empty())
+    broken_ = "execution " + std::to_string(n) + " failed on this rank (" + failed_why_ +
+              ") while a peer went ahead with it";
   watch_.forget_before(n + 1);
 }
 

@@ -238,8 +238,15 @@ bool executor::abandon(double grace) noexcept {
 
 void executor::cancel_peer(int peer) noexcept {
   if (collective_requests() || !mpi_alive()) return;
-  for (std::size_t i = 0; i < reqs_.size() && i < info_.size(); ++i)
-    if (info_[i].peer == peer && reqs_[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs_[i]);
+  // Receives only, each completed at once (a cancelled receive completes locally): a send to
+  // the failed rank is eager and done, or is cancelled with the rest after the grace period,
+  // and no request may be cancelled twice (Open MPI's ob1 does not survive it).
+  for (std::size_t i = 0; i < reqs_.size() && i < info_.size(); ++i) {
+    if (info_[i].peer != peer || !info_[i].recv || reqs_[i] == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&reqs_[i]);
+    MPI_Wait(&reqs_[i], MPI_STATUS_IGNORE);
+    done_[i] = 1;
+  }
 }
 
 bool executor::abandon_requests(double grace) noexcept {

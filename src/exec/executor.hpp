@@ -177,7 +177,7 @@ protected:
   /// backend with its own requests (UCX) overrides it.
   [[nodiscard]] virtual bool abandon_requests(double grace) noexcept;
 
-  /// Cancels the requests of `info_` with `peer` (a failed rank), for `wait`; the default
+  /// Cancels the receives of `info_` from `peer` (a failed rank), for `wait`; the default
   /// works on `reqs_`, a backend with its own requests (UCX) overrides it.
   virtual void cancel_peer(int peer) noexcept;
 

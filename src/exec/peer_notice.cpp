@@ -67,7 +67,7 @@ notice_channel::~notice_channel() {
 }
 
 void notice_channel::send(int tag, std::vector<int> const& peers, std::int64_t execution,
-                          int direction, std::string const& reason) noexcept {
+                          int direction, std::string const& reason, bool ahead) noexcept {
   if (comm_.get() == MPI_COMM_NULL || peers.empty() || !mpi_alive()) return;
   try {
     // Notices whose sends completed are dropped here, so the list stays short.
@@ -81,7 +81,8 @@ void notice_channel::send(int tag, std::vector<int> const& peers, std::int64_t e
                out_.end());
     auto o = std::make_unique<outgoing>();
     o->msg.execution = execution;
-    o->msg.direction = direction;
+    o->msg.direction = static_cast<std::int16_t>(direction);
+    o->msg.ahead = ahead ? 1 : 0;
     std::size_t const n = std::min(reason.size(), sizeof(o->msg.reason));
     std::memcpy(o->msg.reason, reason.data(), n);
     o->msg.length = static_cast<std::int32_t>(n);
@@ -95,8 +96,9 @@ void notice_channel::send(int tag, std::vector<int> const& peers, std::int64_t e
   }
 }
 
-void peer_watch::arm(MPI_Comm notices, int tag, char const* label) {
-  comm_ = notices;
+void peer_watch::arm(notice_channel& channel, int tag, char const* label) {
+  channel_ = &channel;
+  comm_ = channel.comm();
   tag_ = tag;
   label_ = label;
   if (comm_ == MPI_COMM_NULL) return;
@@ -119,6 +121,7 @@ void peer_watch::collect() {
     received r;
     r.execution = in_.execution;
     r.direction = in_.direction;
+    r.ahead = in_.ahead != 0;
     r.from = st.MPI_SOURCE;
     r.reason.assign(in_.reason, static_cast<std::size_t>(std::clamp<std::int32_t>(
                                     in_.length, 0, static_cast<std::int32_t>(sizeof(in_.reason)))));
@@ -128,12 +131,17 @@ void peer_watch::collect() {
   }
 }
 
-bool peer_watch::all_failed(std::int64_t execution, std::vector<int> const& peers) const {
-  for (int p : peers)
-    if (std::none_of(box_.begin(), box_.end(),
-                     [&](received const& r) { return r.execution == execution && r.from == p; }))
-      return false;
-  return true;
+peer_watch::answers peer_watch::answers_for(std::int64_t execution,
+                                            std::vector<int> const& peers) const {
+  answers a{true, true};
+  for (int p : peers) {
+    auto const it = std::find_if(box_.begin(), box_.end(), [&](received const& r) {
+      return r.execution == execution && r.from == p;
+    });
+    if (it == box_.end()) return {};
+    a.all_refused = a.all_refused && !it->ahead;
+  }
+  return a;
 }
 
 void peer_watch::forget_before(std::int64_t execution) {
@@ -146,12 +154,17 @@ void peer_watch::poll(char const* backend) {
   collect();
   if (box_.empty() || current_ < 0) return;
   forget_before(current_);
-  auto const it = std::find_if(box_.begin(), box_.end(),
-                               [&](received const& r) { return r.execution == current_; });
+  auto const it = std::find_if(box_.begin(), box_.end(), [&](received const& r) {
+    return r.execution == current_ && !r.ahead;
+  });
   if (it == box_.end()) return;
   received const r = *it;
   forget_before(current_ + 1);
   failed_ = r.from;
+  // The failed rank learns at its next execution of this plan that this one went ahead (and so
+  // may have sent it messages of this execution), without waiting.
+  if (channel_ != nullptr)
+    channel_->send(tag_, {r.from}, r.execution, r.direction, std::string(), true);
   int rank = 0;
   MPI_Comm_rank(comm_, &rank);
   throw error(

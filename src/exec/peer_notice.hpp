@@ -27,7 +27,8 @@ void drain_unexpected(MPI_Comm comm) noexcept;
 /// A notice on the wire: fixed size, so that one posted receive takes any notice.
 struct notice_message {
   std::int64_t execution = 0; ///< the sender's index of the execution it will not take part in
-  std::int32_t direction = 0; ///< 0 forward, 1 reverse/inverse
+  std::int16_t direction = 0; ///< 0 forward, 1 reverse/inverse
+  std::int16_t ahead = 0;     ///< 1: an answer, "I went ahead with it and cancelled my part"
   std::int32_t length = 0;    ///< characters of `reason` used
   char reason[496] = {};      ///< the sender's error message (truncated)
 };
@@ -50,7 +51,7 @@ public:
   /// execution `execution` of the plan with `tag`, because of `reason`. Never throws: it runs
   /// while the caller's own error is on its way out.
   void send(int tag, std::vector<int> const& peers, std::int64_t execution, int direction,
-            std::string const& reason) noexcept;
+            std::string const& reason, bool ahead = false) noexcept;
 
 private:
   struct outgoing {
@@ -71,19 +72,25 @@ public:
   peer_watch(peer_watch const&) = delete;
   peer_watch& operator=(peer_watch const&) = delete;
 
-  /// Posts the receive of the plan with `tag` on `notices` (the context's notice communicator);
-  /// `label` names the plan in errors ("halo_plan", ...).
-  void arm(MPI_Comm notices, int tag, char const* label);
+  /// Posts the receive of the plan with `tag` on `channel` (the context's); `label` names the
+  /// plan in errors ("halo_plan", ...).
+  void arm(notice_channel& channel, int tag, char const* label);
   /// The executors now wait in this rank's execution `execution` (-1: none, e.g. at plan time).
   void watch(std::int64_t execution) noexcept { current_ = execution; }
   /// Takes any notice that arrived (one MPI_Test when none did) and throws `halox::error`
-  /// (errc::peer_failed) when a peer will not take part in the current execution. For the wait
-  /// loops, while messages are outstanding; `backend` names the executor in the error.
+  /// (errc::peer_failed) when a peer will not take part in the current execution, after
+  /// answering it that this rank went ahead. For the wait loops, while messages are
+  /// outstanding; `backend` names the executor in the error.
   void poll(char const* backend);
   /// Takes every notice that arrived.
   void collect();
-  /// True when each of `peers` sent a notice of execution `execution`.
-  [[nodiscard]] bool all_failed(std::int64_t execution, std::vector<int> const& peers) const;
+  /// Whether each of `peers` answered for execution `execution`: `answered` when every one
+  /// sent a notice of it, `all_refused` when, besides, none of them went ahead with it.
+  struct answers {
+    bool answered = false;
+    bool all_refused = false;
+  };
+  [[nodiscard]] answers answers_for(std::int64_t execution, std::vector<int> const& peers) const;
   /// Forgets the notices of executions before `execution`.
   void forget_before(std::int64_t execution);
   /// The rank named by the latest peer_failed error (-1: none).
@@ -93,9 +100,11 @@ private:
   struct received {
     std::int64_t execution = 0;
     int direction = 0;
+    bool ahead = false;
     int from = -1;
     std::string reason;
   };
+  notice_channel* channel_ = nullptr;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int tag_ = 0;
   char const* label_ = "plan";

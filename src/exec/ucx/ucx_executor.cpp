@@ -200,7 +200,7 @@ protected:
 
   void cancel_peer(int peer) noexcept override {
     for (std::size_t i = 0; i < pending_.size() && i < info_.size(); ++i)
-      if (!done_[i] && info_[i].peer == peer && pending_[i] != nullptr &&
+      if (!done_[i] && info_[i].peer == peer && info_[i].recv && pending_[i] != nullptr &&
           ucp_request_check_status(pending_[i]) == UCS_INPROGRESS)
         ucp_request_cancel(worker_, pending_[i]);
   }
