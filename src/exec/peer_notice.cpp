@@ -21,8 +21,10 @@ void drain_unexpected(MPI_Comm comm) noexcept {
     auto* sink = new (std::nothrow) char[bytes > 0 ? static_cast<std::size_t>(bytes) : 1];
     if (sink == nullptr) return;
     MPI_Request req = MPI_REQUEST_NULL;
-    if (MPI_Irecv(sink, bytes, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, &req) != MPI_SUCCESS)
+    if (MPI_Irecv(sink, bytes, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, &req) != MPI_SUCCESS) {
+      delete[] sink;
       return;
+    }
     // A long message needs its sender; one that is gone leaves the receive pending: give up.
     auto const until = deadline_after(0.5);
     int done = 0;
@@ -38,6 +40,21 @@ void drain_unexpected(MPI_Comm comm) noexcept {
   }
 }
 
+namespace {
+
+// Tests `reqs` until all completed, for at most `seconds`; true when they did.
+bool testall_within(std::vector<MPI_Request>& reqs, double seconds) noexcept {
+  auto const until = deadline_after(seconds);
+  int done = 0;
+  while (MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE) ==
+             MPI_SUCCESS &&
+         !done && clock_type::now() < until) {
+  }
+  return done != 0;
+}
+
+} // namespace
+
 void notice_channel::open(MPI_Comm comm) {
   HALOX_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
   HALOX_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
@@ -47,22 +64,12 @@ notice_channel::~notice_channel() {
   if (!mpi_alive()) return;
   drain_unexpected(comm_.get());
   for (auto& o : out_) {
-    auto const n = static_cast<int>(o->reqs.size());
     // Notices are small (eager): they are gone long before the context is destroyed.
-    auto const until = deadline_after(1.0);
-    int done = 0;
-    while (MPI_Testall(n, o->reqs.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !done &&
-           clock_type::now() < until) {
-    }
-    if (done) continue;
+    if (testall_within(o->reqs, 1.0)) continue;
     for (auto& r : o->reqs)
       if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
-    auto const grace = deadline_after(0.2);
-    while (MPI_Testall(n, o->reqs.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !done &&
-           clock_type::now() < grace) {
-    }
     // MPI may still read a notice it could neither deliver nor cancel: keep its buffer.
-    if (!done) (void)o.release();
+    if (!testall_within(o->reqs, 0.2)) (void)o.release();
   }
 }
 
@@ -102,6 +109,10 @@ void peer_watch::arm(notice_channel& channel, int tag, char const* label) {
   tag_ = tag;
   label_ = label;
   if (comm_ == MPI_COMM_NULL) return;
+  post();
+}
+
+void peer_watch::post() {
   HALOX_MPI_CHECK(MPI_Irecv(&in_, static_cast<int>(sizeof(notice_message)), MPI_BYTE,
                             MPI_ANY_SOURCE, tag_, comm_, &req_));
 }
@@ -126,8 +137,7 @@ void peer_watch::collect() {
     r.reason.assign(in_.reason, static_cast<std::size_t>(std::clamp<std::int32_t>(
                                     in_.length, 0, static_cast<std::int32_t>(sizeof(in_.reason)))));
     box_.push_back(std::move(r));
-    HALOX_MPI_CHECK(MPI_Irecv(&in_, static_cast<int>(sizeof(notice_message)), MPI_BYTE,
-                              MPI_ANY_SOURCE, tag_, comm_, &req_));
+    post();
   }
 }
 

@@ -104,6 +104,7 @@ private:
     int from = -1;
     std::string reason;
   };
+  void post(); // (re)posts the notice receive into `in_`
   notice_channel* channel_ = nullptr;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int tag_ = 0;
