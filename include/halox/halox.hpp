@@ -18,6 +18,7 @@
 #include <halox/halo.hpp>
 #include <halox/info.hpp>
 #include <halox/redistribute.hpp>
+#include <halox/settings.hpp>
 #include <halox/tensor_desc.hpp>
 #include <halox/tensor_view.hpp>
 #include <halox/tune.hpp>

@@ -7,7 +7,8 @@
 namespace halox {
 
 /// Multi-line description of the build: halox version, MPI library version string, enabled
-/// backends (CUDA, NCCL, UCX, hwloc) and, when hwloc is enabled, the node topology.
+/// backends (CUDA, NCCL, UCX, hwloc), when hwloc is enabled the node topology, and the HALOX_*
+/// environment variables set in this process (`describe_environment()`).
 [[nodiscard]] std::string build_info();
 
 /// The MPI library's own version string (MPI_Get_library_version), first line only.

@@ -1,3 +1,4 @@
+#include "common/settings.hpp"
 #include "core/collective_check.hpp"
 #include "exec/context_state.hpp"
 
@@ -10,8 +11,6 @@
 #include "exec/cuda/device_probe.hpp"
 #endif
 
-#include <cerrno>
-#include <cstdlib>
 #include <optional>
 #include <sstream>
 
@@ -28,43 +27,7 @@ char const* to_string(memory_kind k) noexcept {
 
 namespace {
 
-// $name as seconds (unset or empty: nothing); anything but a non-negative number is an error.
-std::optional<double> env_seconds(char const* name) {
-  char const* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  char* end = nullptr;
-  double const x = std::strtod(v, &end);
-  HALOX_REQUIRE(end != v && *end == '\0' && x >= 0 && x < 1e9, errc::invalid_argument,
-                std::string("$") + name + "=\"" + v +
-                    "\" is not a number of seconds; set it to e.g. 30, 0 for no bound, or unset "
-                    "it for the default of " +
-                    std::to_string(static_cast<int>(default_timeout_seconds)));
-  return x;
-}
-
-// $name as a switch: unset, "" or "0" off, "1" on; anything else is an error.
-bool env_flag(char const* name) {
-  char const* v = std::getenv(name);
-  if (v == nullptr || *v == '\0' || std::string(v) == "0") return false;
-  HALOX_REQUIRE(std::string(v) == "1", errc::invalid_argument,
-                std::string("$") + name + "=\"" + v + "\" is not 0 or 1; set it to 1 or unset it");
-  return true;
-}
-
-// $name as a byte count (unset or empty: 0); anything but a non-negative integer is an error.
-std::size_t env_bytes(char const* name) {
-  char const* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long const x = std::strtoull(v, &end, 10);
-  HALOX_REQUIRE(end != v && *end == '\0' && errno == 0 && *v != '-' && x < (1ull << 40),
-                errc::invalid_argument,
-                std::string("$") + name + "=\"" + v +
-                    "\" is not a number of bytes; set it to e.g. 262144 (or unset it for the "
-                    "automatic size)");
-  return static_cast<std::size_t>(x);
-}
+namespace settings = detail::settings;
 
 std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const& o) {
   double timeout = 0.0;
@@ -81,13 +44,15 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
                           std::to_string(o.timeout_seconds.value_or(0)) +
                           "; pass a number of seconds, 0 for no bound, or leave it unset for "
                           "$HALOX_TIMEOUT or the default");
-        timeout = o.timeout_seconds
-                      ? *o.timeout_seconds
-                      : env_seconds("HALOX_TIMEOUT").value_or(default_timeout_seconds);
-        check = o.check_execute || env_flag("HALOX_CHECK");
-        select = o.select_device || env_flag("HALOX_SELECT_DEVICE");
+        timeout = o.timeout_seconds ? *o.timeout_seconds
+                                    : settings::timeout_seconds().value_or(default_timeout_seconds);
+        check = o.check_execute || settings::check_execute().value_or(false);
+        select = o.select_device || settings::select_device().value_or(false);
         fragment = o.pipeline_fragment_bytes > 0 ? o.pipeline_fragment_bytes
-                                                 : env_bytes("HALOX_PIPELINE_FRAGMENT");
+                                                 : settings::pipeline_fragment_bytes().value_or(0);
+        // Read later, where a throw would reach one rank only: checked here, on every rank.
+        (void)settings::huge_pages();
+        (void)settings::cuda_aware_mpi();
         HALOX_REQUIRE(static_cast<bool>(o.alloc.allocate) == static_cast<bool>(o.alloc.deallocate),
                       errc::invalid_argument,
                       "context_options::alloc has only one of allocate/deallocate set; set both, "

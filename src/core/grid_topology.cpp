@@ -5,10 +5,10 @@
 #include <halox/grid.hpp>
 #include <halox/topology.hpp>
 
+#include "common/settings.hpp"
 #include "core/collective_check.hpp"
 #include "core/topology_probe.hpp"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -21,24 +21,14 @@ namespace {
 std::uint64_t mix(std::uint64_t h, std::uint64_t x) { return (h ^ x) * 1099511628211ull; }
 
 // The node count to emulate: `opt` when positive, else HALOX_FAKE_NODES when set, else 0 (real
-// nodes). Throws naming the bad value.
+// nodes). Throws naming the bad value (called inside the grid's collective check).
 int fake_node_count(int opt, int size) {
   std::string const range = "1 to " + std::to_string(size) + " (the number of processes)";
   HALOX_REQUIRE(opt >= 0 && opt <= size, errc::invalid_argument,
                 "grid_options::fake_nodes " + std::to_string(opt) +
                     " is out of range; use 0 (the real nodes) or " + range);
   if (opt > 0) return opt;
-  char const* env = std::getenv("HALOX_FAKE_NODES");
-  if (env == nullptr || *env == '\0') return 0;
-  errno = 0;
-  char* end = nullptr;
-  long const v = std::strtol(env, &end, 10);
-  HALOX_REQUIRE(errno == 0 && end != env && *end == '\0' && v >= 1 && v <= size,
-                errc::invalid_argument,
-                std::string("HALOX_FAKE_NODES='") + env +
-                    "' is not a valid node count; set it to an integer from " + range +
-                    ", or unset it to use the real nodes");
-  return static_cast<int>(v);
+  return detail::settings::fake_nodes(size).value_or(0);
 }
 
 // Node of `rank` among `nodes` balanced runs of consecutive ranks (the first `size % nodes` one

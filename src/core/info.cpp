@@ -1,9 +1,11 @@
 #include <halox/config.hpp>
 #include <halox/info.hpp>
+#include <halox/settings.hpp>
 
 #include <mpi.h>
 
 #include <sstream>
+#include <string>
 
 #if HALOX_HAS_HWLOC
 #include <hwloc.h>
@@ -58,6 +60,13 @@ std::string build_info() {
     hwloc_topology_destroy(topo);
   }
 #endif
+  // What the environment changes, so that a report or benchmark log shows how it ran.
+  std::string const env = describe_environment();
+  if (!env.empty()) {
+    os << "  environment:\n";
+    std::istringstream lines(env);
+    for (std::string line; std::getline(lines, line);) os << "    " << line << "\n";
+  }
   return os.str();
 }
 

@@ -1,9 +1,10 @@
 #include "exec/host_memory.hpp"
 
+#include "common/settings.hpp"
+
 #include <sys/mman.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <new>
 
 namespace halox::detail {
@@ -17,10 +18,8 @@ namespace halox::detail {
 
 namespace {
 
-bool huge_pages_wanted() {
-  char const* v = std::getenv("HALOX_HUGE_PAGES");
-  return v == nullptr || !(std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0);
-}
+// Contexts check the variable at construction, on every rank, before any plan allocates.
+bool huge_pages_wanted() { return settings::huge_pages().value_or(true); }
 
 bool huge_sized(std::size_t bytes) noexcept { return bytes >= huge_page_bytes; }
 

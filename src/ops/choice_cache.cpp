@@ -1,10 +1,13 @@
 #include "ops/choice_cache.hpp"
 
+#include "common/settings.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 namespace halox::ops::detail {
@@ -21,18 +24,15 @@ cache_state& state() {
   return s;
 }
 
-char const* cache_path() {
-  char const* p = std::getenv("HALOX_OPS_PLAN_CACHE");
-  return p != nullptr && *p != '\0' ? p : nullptr;
-}
+std::optional<std::string> cache_path() { return halox::detail::settings::ops_plan_cache(); }
 
 // Reads the cache file once; lines it cannot parse are skipped (the file is only a hint).
 void read_file(cache_state& s) {
   if (s.file_read) return;
   s.file_read = true;
-  char const* path = cache_path();
-  if (path == nullptr) return;
-  std::ifstream in(path);
+  auto const path = cache_path();
+  if (!path) return;
+  std::ifstream in(*path);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream is(line);
@@ -68,9 +68,9 @@ void store_choice(std::string const& provider, std::string const& key, measured_
   std::lock_guard<std::mutex> lock(s.m);
   read_file(s);
   s.entries[provider + " " + key] = c;
-  char const* path = cache_path();
-  if (path == nullptr) return;
-  std::ofstream out(path, std::ios::app);
+  auto const path = cache_path();
+  if (!path) return;
+  std::ofstream out(*path, std::ios::app);
   out << provider << ' ' << key << " -> " << c.choice;
   for (auto const& [name, sec] : c.costs) {
     out << ' ' << name << '=';

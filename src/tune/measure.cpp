@@ -1,5 +1,6 @@
 #include "tune/measure.hpp"
 
+#include "common/settings.hpp"
 #include "tune/plan_cache.hpp"
 #include "tune/scratch.hpp"
 
@@ -93,56 +94,28 @@ tune_settings local_settings(tune_options const& t, memory_space mem) {
   set.budget = t.budget_seconds;
   set.recheck = t.recheck ? recheck_mode::on : recheck_mode::off;
   set.watch = t.watch;
-  if (char const* env = std::getenv("HALOX_TUNE_MAX_ROUNDS"); env && *env) {
-    char* end = nullptr;
-    long const v = std::strtol(env, &end, 10);
-    HALOX_REQUIRE(end != env && *end == '\0' && v >= set.trials && v <= 100000,
-                  errc::invalid_argument,
-                  std::string("HALOX_TUNE_MAX_ROUNDS='") + env +
-                      "' is not a round count in [trials = " + std::to_string(set.trials) +
-                      ", 100000]; set e.g. HALOX_TUNE_MAX_ROUNDS=64");
-    set.max_rounds = static_cast<int>(v);
+  namespace settings = detail::settings;
+  if (auto const v = settings::tune_max_rounds(set.trials)) set.max_rounds = *v;
+  if (auto const v = settings::tune_recheck()) {
+    switch (*v) {
+    case settings::recheck::off: set.recheck = recheck_mode::off; break;
+    case settings::recheck::on: set.recheck = recheck_mode::on; break;
+    case settings::recheck::always: set.recheck = recheck_mode::always; break;
+    case settings::recheck::force_switch: set.recheck = recheck_mode::force; break;
+    }
   }
-  if (char const* env = std::getenv("HALOX_TUNE_RECHECK"); env && *env) {
-    std::string const v = env;
-    if (v == "0" || v == "off")
-      set.recheck = recheck_mode::off;
-    else if (v == "1" || v == "on")
-      set.recheck = recheck_mode::on;
-    else if (v == "always")
-      set.recheck = recheck_mode::always;
-    else if (v == "switch")
-      set.recheck = recheck_mode::force;
-    else
-      throw error(errc::invalid_argument,
-                  "HALOX_TUNE_RECHECK='" + v +
-                      "' is not one of off, on, always, switch (or 0, 1); set e.g. "
-                      "HALOX_TUNE_RECHECK=on");
-  }
-  if (char const* env = std::getenv("HALOX_TUNE_WATCH"); env && *env) {
-    std::string const v = env;
-    HALOX_REQUIRE(v == "0" || v == "off" || v == "1" || v == "on", errc::invalid_argument,
-                  "HALOX_TUNE_WATCH='" + v +
-                      "' is not one of off, on (or 0, 1); set e.g. HALOX_TUNE_WATCH=on");
-    set.watch = v == "1" || v == "on";
-  }
-  if (char const* env = std::getenv("HALOX_TUNE_BUDGET"); env && *env) {
-    char* end = nullptr;
-    double const v = std::strtod(env, &end);
-    HALOX_REQUIRE(end != env && *end == '\0' && v >= 0.0, errc::invalid_argument,
-                  std::string("HALOX_TUNE_BUDGET='") + env +
-                      "' is not a number of seconds >= 0; set e.g. HALOX_TUNE_BUDGET=0.5");
-    set.budget = v;
-  }
-  if (char const* env = std::getenv("HALOX_BACKEND"); env && *env) {
+  if (auto const v = settings::tune_watch()) set.watch = *v;
+  if (auto const v = settings::tune_budget_seconds()) set.budget = *v;
+  set.verbose = settings::verbose().value_or(false);
+  if (auto const name = settings::backend()) {
     backend b = backend::automatic;
     try {
-      b = backend_from_string(env);
+      b = backend_from_string(*name);
     } catch (error const& e) {
-      throw error(errc::invalid_argument, std::string("HALOX_BACKEND=") + env + ": " + e.message());
+      throw error(errc::invalid_argument, "HALOX_BACKEND=" + *name + ": " + e.message());
     }
     HALOX_REQUIRE(b == backend::automatic || backend_available(b, mem), errc::unsupported,
-                  std::string("HALOX_BACKEND=") + env + " is not available for " +
+                  "HALOX_BACKEND=" + *name + " is not available for " +
                       (mem == memory_space::host ? "host" : "device") +
                       " memory in this build; available: " + available_names(mem));
     set.forced = b;

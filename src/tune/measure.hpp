@@ -32,11 +32,11 @@ struct tune_settings {
   recheck_mode recheck = recheck_mode::on; ///< ($HALOX_TUNE_RECHECK overrides tune_options)
   bool watch = true;                       ///< ($HALOX_TUNE_WATCH overrides tune_options)
   backend forced = backend::automatic;     ///< from $HALOX_BACKEND; automatic = not forced
+  bool verbose = false;                    ///< $HALOX_VERBOSE (rank 0 of the plan logs)
 };
 
-/// Reads $HALOX_BACKEND, $HALOX_TUNE_BUDGET, $HALOX_TUNE_MAX_ROUNDS, $HALOX_TUNE_RECHECK and
-/// $HALOX_TUNE_WATCH and
-/// validates them with `t` on every rank, then
+/// Reads $HALOX_BACKEND, $HALOX_TUNE_BUDGET, $HALOX_TUNE_MAX_ROUNDS, $HALOX_TUNE_RECHECK,
+/// $HALOX_TUNE_WATCH and $HALOX_VERBOSE and validates them with `t` on every rank, then
 /// one MPI_Allreduce makes sure all ranks hold the same values. Throws `halox::error` on every
 /// rank when any rank's settings are invalid (that rank with its own message) or when ranks
 /// disagree. Collective over `comm`.

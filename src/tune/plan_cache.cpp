@@ -1,5 +1,7 @@
 #include "tune/plan_cache.hpp"
 
+#include "common/settings.hpp"
+
 #include <halox/config.hpp>
 #include <halox/info.hpp>
 
@@ -103,8 +105,7 @@ std::string halox_version() { return HALOX_VERSION_STRING; }
 
 std::string cache_file_path(std::string const& configured) {
   if (!configured.empty()) return configured;
-  char const* env = std::getenv("HALOX_PLAN_CACHE");
-  return env ? std::string(env) : std::string();
+  return settings::plan_cache().value_or(std::string());
 }
 
 std::optional<cache_hit> cache_lookup(cache_key const& key, std::string const& file) {

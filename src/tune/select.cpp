@@ -13,12 +13,6 @@ namespace halox::detail {
 
 namespace {
 
-bool verbose(int rank) {
-  if (rank != 0) return false;
-  char const* v = std::getenv("HALOX_VERBOSE");
-  return v && *v && std::strcmp(v, "0") != 0;
-}
-
 // The backend automatic selection used to return, measured first (see trial_order).
 backend default_backend(std::vector<backend> const& available, memory_space mem) {
   backend const d = mem == memory_space::host ? backend::mpi_pack : backend::staged_mpi;
@@ -135,9 +129,8 @@ selection select_backend(backend requested, schedule const& s, exec_config const
   int rank = 0, size = 1;
   HALOX_MPI_CHECK(MPI_Comm_rank(cfg.comm, &rank));
   HALOX_MPI_CHECK(MPI_Comm_size(cfg.comm, &size));
-  bool const log = verbose(rank);
-
   tune_settings const set = agree_settings(cfg.comm, tune, cfg.memory);
+  bool const log = rank == 0 && set.verbose;
   if (set.forced != backend::automatic) {
     sel.chosen = set.forced;
     sel.report = std::string("forced by HALOX_BACKEND=") + to_string(set.forced);

@@ -6,8 +6,8 @@
 #             src/plan/**                        descriptors and pure planners (no MPI in src/plan)
 #   exec      src/exec/**                        executors
 #   core      src/core/**, src/tune/**           plans
-#   ops       src/ops/**, include/halox/ops/**   operators: public <halox/...> headers and ops/
-#                                                internals only
+#   ops       src/ops/**, include/halox/ops/**   operators: public <halox/...> headers, ops/
+#                                                internals and common/settings.hpp (the environment)
 # Each rule is layer@files@regex of the include paths those files must not use.
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "layering.cmake: pass -DSOURCE_DIR=<halox source tree>")
@@ -46,17 +46,35 @@ foreach(rule IN LISTS _rules)
     file(STRINGS "${SOURCE_DIR}/${f}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]")
     foreach(line IN LISTS _lines)
       string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]*)[>\"].*$" "\\1" _inc "${line}")
-      if(_inc MATCHES "${_forbidden}")
+      # The environment is read in one place that every layer may use.
+      if(_inc MATCHES "${_forbidden}" AND NOT _inc STREQUAL "common/settings.hpp")
         string(APPEND _violations "\n  ${f} (layer ${_layer}) includes \"${_inc}\"")
       endif()
     endforeach()
   endforeach()
 endforeach()
 
+# The environment is read in one place: src/common/settings.cpp (README "Environment variables").
+file(GLOB_RECURSE _all_src LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/src/*"
+     "${SOURCE_DIR}/include/*")
+foreach(f IN LISTS _all_src)
+  if(NOT f MATCHES "\\.(h|hpp|cpp|cu|cuh)$" OR f STREQUAL "src/common/settings.cpp")
+    continue()
+  endif()
+  file(STRINGS "${SOURCE_DIR}/${f}" _reads REGEX "getenv\\(\"HALOX_")
+  foreach(line IN LISTS _reads)
+    string(STRIP "${line}" line)
+    string(APPEND _violations "\n  ${f} reads the environment itself: ${line} (add the variable to "
+           "src/common/settings.cpp and read it through common/settings.hpp)")
+  endforeach()
+endforeach()
+
 if(_violations)
-  message(FATAL_ERROR "layering: a lower layer includes a higher one:${_violations}\n"
+  message(FATAL_ERROR "layering: a lower layer includes a higher one, or a file reads the "
+                      "environment outside the settings module:${_violations}\n"
                       "Move what the lower layer needs down (src/common, src/plan or a public "
                       "<halox/...> header), or the code up; see tests/lint/layering.cmake for the "
                       "layers.")
 endif()
-message(STATUS "layering: ${_checked} files checked, no layer includes a higher one")
+message(STATUS "layering: ${_checked} files checked, no layer includes a higher one; "
+               "only src/common/settings.cpp reads HALOX_* variables")

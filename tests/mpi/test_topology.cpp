@@ -148,12 +148,11 @@ TEST(TopologyGrid, EnvironmentEmulation) {
   o.reorder = topology_reorder::nodes;
   setenv("HALOX_FAKE_NODES", "abc", 1);
   expect_error_everywhere([&] { process_grid g(MPI_COMM_WORLD, {n}, o); }, errc::invalid_argument,
-                          "HALOX_FAKE_NODES='abc' is not a valid node count; set it to an "
-                          "integer from 1 to " +
-                              std::to_string(n));
+                          "HALOX_FAKE_NODES=\"abc\" is not a whole number in [1, " +
+                              std::to_string(n) + "]");
   setenv("HALOX_FAKE_NODES", std::to_string(n + 1).c_str(), 1);
   expect_error_everywhere([&] { process_grid g(MPI_COMM_WORLD, {n}, o); }, errc::invalid_argument,
-                          "HALOX_FAKE_NODES='" + std::to_string(n + 1) + "'");
+                          "HALOX_FAKE_NODES=\"" + std::to_string(n + 1) + "\"");
   setenv("HALOX_FAKE_NODES", std::to_string(n).c_str(), 1);
   {
     process_grid const g(MPI_COMM_WORLD, {n}, o);

@@ -1,21 +1,21 @@
 #pragma once
 // Whether the MPI library accepts device pointers, as far as it can say.
 
+#include "common/settings.hpp"
+
 #include <mpi.h>
 
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>
 #endif
 
-#include <cstdlib>
-
 namespace halox::detail {
 
 /// 1 when MPI says it handles CUDA device pointers, 0 when it says it does not, -1 when it
-/// cannot tell. The environment variable HALOX_CUDA_AWARE_MPI=1 (or 0) overrides the answer.
+/// cannot tell. The environment variable HALOX_CUDA_AWARE_MPI (1/on or 0/off) overrides the answer.
 /// Call between MPI_Init and MPI_Finalize.
 inline int mpi_cuda_support() {
-  if (char const* e = std::getenv("HALOX_CUDA_AWARE_MPI"); e && *e) return *e == '0' ? 0 : 1;
+  if (auto const said = settings::cuda_aware_mpi()) return *said ? 1 : 0;
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
   return MPIX_Query_cuda_support() ? 1 : 0; // Open MPI built with CUDA: ask at run time
 #elif defined(MPIX_CUDA_AWARE_SUPPORT)

@@ -1,5 +1,6 @@
 #include "exec/ucx/ucx_transport.hpp"
 
+#include "common/settings.hpp"
 #include "exec/executor.hpp"
 #include "exec/node_id.hpp"
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -19,9 +21,13 @@ namespace {
 
 std::string env_note() {
   std::string out;
-  for (char const* name : {"UCX_TLS", "UCX_NET_DEVICES", "HALOX_UCX_TLS", "HALOX_UCX_NET_DEVICES"})
-    if (char const* v = std::getenv(name); v && *v)
-      out += std::string(out.empty() ? " (" : ", ") + name + "=" + v;
+  auto const add = [&](char const* name, std::optional<std::string> const& v) {
+    if (v) out += std::string(out.empty() ? " (" : ", ") + name + "=" + *v;
+  };
+  for (char const* name : {"UCX_TLS", "UCX_NET_DEVICES"}) // UCX's own, not halox's settings
+    if (char const* v = std::getenv(name); v && *v) add(name, std::string(v));
+  add("HALOX_UCX_TLS", settings::ucx_tls());
+  add("HALOX_UCX_NET_DEVICES", settings::ucx_net_devices());
   return out.empty() ? out : out + ")";
 }
 
@@ -118,8 +124,7 @@ ucx_transport::ucx_transport(bool one_node) {
   // Within one node a halo face of tens of KiB goes faster eagerly (two copies through shared
   // memory) than by rendezvous (a handshake, then one copy by cross-memory attach). Between
   // nodes UCX's own choice stands: the network's trade-off is not the node's.
-  if (one_node && std::getenv("UCX_RNDV_THRESH") == nullptr &&
-      std::getenv("HALOX_UCX_RNDV_THRESH") == nullptr) {
+  if (one_node && std::getenv("UCX_RNDV_THRESH") == nullptr && !settings::ucx_rndv_thresh()) {
     st = ucp_config_modify(config, "RNDV_THRESH", node_rndv_thresh);
     if (st != UCS_OK) {
       ucp_config_release(config);
