@@ -93,6 +93,9 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
         rev_ = make_executor(selected_, forward_.reversed(), cfg_);
       },
       [] { return std::uint64_t{0}; });
+  // Every rank built both: the transports may now connect and warm up with the peers.
+  fwd_->warm_up();
+  rev_->warm_up();
   rc_.reason = std::move(sel.recheck_reason);
   rc_.watch_reason = std::move(sel.watch_reason);
   if (sel.runner_up != backend::automatic) {
@@ -114,6 +117,8 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
     } else {
       alt_fwd_ = std::move(af);
       alt_rev_ = std::move(ar);
+      alt_fwd_->warm_up();
+      alt_rev_->warm_up();
       rc_.other = sel.runner_up;
       rc_.force = sel.force_switch;
       rc_.watch = sel.watch;

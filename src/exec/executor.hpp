@@ -151,6 +151,13 @@ public:
   /// is over): `start` refuses to run until `bind_workspace` is called again.
   void unbind_workspace() noexcept { bound_ = false; }
 
+  /// Makes the transport as fast on the first exchange as on the hundredth: connects and warms
+  /// the paths to the schedule's peers (a transport that wires its endpoints lazily, UCX,
+  /// otherwise runs its first exchanges many times slower). Collective over the schedule's
+  /// peers: call on every rank, after every rank has built its executor, with nothing in flight.
+  /// Needs no workspace and touches no caller memory. The default does nothing.
+  virtual void warm_up() {}
+
   /// The backend this executor implements.
   [[nodiscard]] virtual backend kind() const noexcept = 0;
   /// How this executor's messages travel when that is more than "one per peer" (for

@@ -18,9 +18,6 @@ namespace halox::detail {
 
 namespace {
 
-// Untimed exchanges a ucx / ucx_iov candidate runs before the race (see the warm-up below).
-constexpr int ucx_warmup = 40;
-
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 1099511628211ull;
@@ -318,23 +315,12 @@ measurement measure_candidates(std::vector<backend> const& order, schedule const
   for (std::size_t i = 0; i < execs.size(); ++i) {
     if (!execs[i]) continue;
     execs[i]->bind_workspace(ws.bases());
-    int warm = set.warmup, w = 0;
+    // The transport's own warm-up (UCX wires endpoints lazily) first, as the plan's executor
+    // gets it: the race then times what a user's exchanges take.
+    execs[i]->warm_up();
+    int const warm = set.warmup;
     backend const b = m.candidates[i].b;
-    if ((b == backend::ucx || b == backend::ucx_iov) && warm > 0 && warm < ucx_warmup) {
-      // UCX 1.13 ran the first 16 sends on a fresh endpoint with an iov list at 5-8x the time
-      // of the later ones (25 us instead of 4 on a 15 KB face): judged on a couple of warm-ups
-      // the ucx backends lose races they win from then on. The endpoints are the context's, so
-      // the plan's own executor inherits the warm-up. Bounded by 5 % of the budget, from one
-      // exchange timed on every rank (the count must be the same everywhere).
-      double const a = now();
-      run(*execs[i], w++);
-      double one = now() - a;
-      allreduce_bounded(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, cfg.comm, cfg.timeout,
-                        "an autotuning round (UCX warm-up)");
-      double const affordable = one > 0 ? 0.05 * set.budget / one : ucx_warmup;
-      warm = std::max(warm, static_cast<int>(std::min<double>(ucx_warmup, 1.0 + affordable)));
-    }
-    for (; w < warm; ++w) run(*execs[i], w % 2);
+    for (int w = 0; w < warm; ++w) run(*execs[i], w % 2);
     contestant c;
     c.b = b;
     race.push_back(c);

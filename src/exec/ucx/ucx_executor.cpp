@@ -7,7 +7,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace halox::detail {
 
@@ -38,6 +42,29 @@ std::uint64_t ucp_tag(int plan_tag, int sender) {
          static_cast<std::uint32_t>(sender);
 }
 constexpr std::uint64_t full_mask = ~std::uint64_t{0};
+
+// The tag of the warm-up messages: the sender's field with its top bit set, which no rank
+// number has.
+std::uint64_t warm_tag(int plan_tag, int sender) {
+  return ucp_tag(plan_tag, sender) | std::uint64_t{0x80000000u};
+}
+
+// Exchanges with one peer before the plan is handed over: until the endpoint and the protocols
+// of its message sizes are settled (measured: 10-20 exchanges of faces up to tens of KiB),
+// fewer for large messages, whose time is the copy's.
+int warm_up_rounds(std::size_t bytes) {
+  if (bytes <= (std::size_t{64} << 10)) return 20;
+  if (bytes <= (std::size_t{1} << 20)) return 8;
+  return 2;
+}
+
+// The bound on the warm-up when the plan's waits are unbounded.
+constexpr double default_warm_up_bound = 300.0;
+
+struct warm_buffers {
+  std::vector<std::byte> out, in;
+  std::vector<ucp_dt_iov_t> iov;
+};
 
 class ucx_executor final : public host_executor {
 public:
@@ -83,6 +110,123 @@ public:
 
   [[nodiscard]] backend kind() const noexcept override {
     return iov_ ? backend::ucx_iov : backend::ucx;
+  }
+
+  // UCX wires an endpoint up lazily and settles its protocols per message size on first use: a
+  // new plan's first 10-20 exchanges took 150 us where a warm one takes 6 (2 ranks, one node,
+  // docs/ucx.md). So the plan exchanges messages of its own sizes and shapes (iov lists with
+  // its run lengths) with each peer now, on buffers of its own, under a tag no exchange uses.
+  void warm_up() override {
+    std::map<int, std::size_t> largest; // per peer: the larger message between the two ranks
+    for (auto const* side : {&sends_, &recvs_})
+      for (auto const& p : *side) largest[p.peer] = std::max(largest[p.peer], p.bytes);
+    if (largest.empty()) return;
+    // Both ranks of a pair see the same two messages, so they agree on the rounds.
+    auto const rounds_with = [&](int peer) { return warm_up_rounds(largest[peer]); };
+    int most = 0;
+    for (auto const& [peer, bytes] : largest) most = std::max(most, warm_up_rounds(bytes));
+    std::size_t out_bytes = 0, in_bytes = 0;
+    for (auto const& p : sends_) out_bytes = std::max(out_bytes, p.bytes);
+    std::vector<std::size_t> in_at;
+    for (auto const& p : recvs_) in_at.push_back(std::exchange(in_bytes, in_bytes + p.bytes));
+    // Owned by a holder that outlives a failed warm-up: UCX may still touch them then.
+    auto held = std::make_unique<warm_buffers>();
+    held->out.assign(out_bytes, std::byte{0});
+    held->in.resize(in_bytes);
+    for (auto const* side : {&sends_, &recvs_})
+      for (auto const& p : *side)
+        if (p.mode == how::iov) // the run lengths; laid end to end over the buffer below
+          for (std::size_t k = p.first; k < p.first + p.runs; ++k)
+            held->iov.push_back({nullptr, runs_[k].bytes});
+    std::size_t const nr = recvs_.size();
+    std::vector<void*> reqs(nr + sends_.size());
+    auto const until = deadline_after(cfg_.timeout > 0 ? cfg_.timeout : default_warm_up_bound);
+    for (int r = 0; r < most; ++r) {
+      std::size_t list = 0; // next iov entry
+      auto const describe = [&](msg_plan const& p, std::byte* base, ucp_request_param_t& prm,
+                                void*& buf, std::size_t& count) {
+        buf = base;
+        count = p.bytes;
+        if (p.mode != how::iov) return;
+        std::size_t at = 0;
+        for (std::size_t k = 0; k < p.runs; ++k) {
+          held->iov[list + k].buffer = base + at;
+          at += held->iov[list + k].length;
+        }
+        buf = held->iov.data() + list;
+        count = p.runs;
+        list += p.runs;
+        prm.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        prm.datatype = ucp_dt_make_iov();
+      };
+      reqs.assign(nr + sends_.size(), nullptr);
+      for (std::size_t i = 0; i < sends_.size() + nr; ++i) {
+        bool const recv = i >= sends_.size(); // iov entries were laid out sends first
+        auto const& p = recv ? recvs_[i - sends_.size()] : sends_[i];
+        ucp_request_param_t prm{};
+        void* buf = nullptr;
+        std::size_t count = 0;
+        std::byte* const base =
+            recv ? held->in.data() + in_at[i - sends_.size()] : held->out.data();
+        describe(p, base, prm, buf, count);
+        if (rounds_with(p.peer) <= r) continue;
+        ucs_status_ptr_t const q =
+            recv
+                ? ucp_tag_recv_nbx(worker_, buf, count, warm_tag(cfg_.tag, p.peer), full_mask, &prm)
+                : ucp_tag_send_nbx(eps_[i], buf, count, warm_tag(cfg_.tag, rank_), &prm);
+        if (UCS_PTR_IS_ERR(q)) {
+          (void)held.release(); // requests of this round may still use them
+          throw_ucx_error(UCS_PTR_STATUS(q), recv ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx",
+                          "warming up the endpoint of rank " + std::to_string(p.peer));
+        }
+        reqs[recv ? i - sends_.size() : nr + i] = q;
+      }
+      int idle = 0;
+      for (bool flushed = false;;) {
+        bool busy = false;
+        for (void*& q : reqs) {
+          if (q == nullptr) continue;
+          ucs_status_t const st = ucp_request_check_status(q);
+          if (st == UCS_INPROGRESS) {
+            busy = true;
+            continue;
+          }
+          ucp_request_free(q);
+          q = nullptr;
+          if (st != UCS_OK) {
+            (void)held.release();
+            throw_ucx_error(st, "ucp_request_check_status", "warming up the plan's endpoints");
+          }
+        }
+        if (!busy && flushed) break;
+        if (!busy) {
+          // Then flush the worker, as every exchange ends: its first flushes wait for the
+          // endpoints' remaining lanes to connect.
+          ucp_request_param_t prm{};
+          ucs_status_ptr_t const f = ucp_worker_flush_nbx(worker_, &prm);
+          if (UCS_PTR_IS_ERR(f)) {
+            (void)held.release();
+            throw_ucx_error(UCS_PTR_STATUS(f), "ucp_worker_flush_nbx", "warming up the endpoints");
+          }
+          flushed = true;
+          if (f == nullptr) break;
+          reqs.push_back(f); // completed and freed like the messages; trimmed after the round
+          continue;
+        }
+        if (clock_type::now() > until) {
+          for (std::size_t i = 0; i < nr; ++i)
+            if (reqs[i] != nullptr) ucp_request_cancel(worker_, reqs[i]);
+          (void)held.release();
+          throw error(errc::timeout, std::string(cfg_.label) + " with message tag " +
+                                         std::to_string(cfg_.tag) + " (backend " +
+                                         to_string(kind()) +
+                                         "): warming up UCX's endpoints to the plan's peers did "
+                                         "not complete in time; a peer stopped building the "
+                                         "plan, or raise HALOX_TIMEOUT if it is only slow");
+        }
+        progress_or_yield(worker_, idle);
+      }
+    }
   }
 
 protected:
