@@ -63,7 +63,7 @@ scenario::scenario(MPI_Comm comm, detail::schedule sched, std::vector<void*> slo
   bool contig = true;
   for (auto const& m : sched_.sends)
     for (auto const& r : m.regions) {
-      auto const sr = make_region(r.b, sched_.slots[r.slot].strides.data());
+      auto const sr = detail::make_region(r.b, sched_.slots[r.slot].strides.data());
       runs += static_cast<double>(sr.runs());
       contig = contig && sr.nloops == 0;
     }

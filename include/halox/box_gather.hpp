@@ -4,7 +4,6 @@
 /// private, contiguous workspace. Built once, executed many times on caller memory.
 
 #include <halox/backend.hpp>
-#include <halox/detail/box.hpp>
 #include <halox/halo.hpp>
 #include <halox/tensor_view.hpp>
 

@@ -1,8 +1,8 @@
 #pragma once
 // How received values are combined with the values already in place.
 
-#include <halox/detail/dtype_dispatch.hpp>
-#include <halox/detail/half.hpp>
+#include "common/dtype_dispatch.hpp"
+#include "common/half.hpp"
 #include <halox/dtype.hpp>
 
 #include <cstdint>

@@ -10,7 +10,7 @@
 // The formulas are those of the serial kernels (src/ops/window.cpp), which check that each
 // buffer they are given covers the footprints they compute; the unit test compares the two.
 
-#include <halox/detail/box.hpp>
+#include "common/strided_region.hpp"
 #include <halox/ops/window.hpp>
 
 #include <functional>

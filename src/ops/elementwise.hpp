@@ -3,8 +3,8 @@
 // per element (`for_each_element`), or one call per contiguous run (`for_each_run`), which is
 // what lets the element-wise kernels run as vectorised loops.
 
+#include "common/strided_region.hpp"
 #include <halox/box.hpp>
-#include <halox/detail/box.hpp>
 #include <halox/error.hpp>
 #include <halox/ops/dims.hpp>
 

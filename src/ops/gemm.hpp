@@ -1,7 +1,7 @@
 #pragma once
 // Internal matrix product of the convolution kernels: OpenBLAS where built, plain loops otherwise.
 
-#include <halox/detail/box.hpp>
+#include "common/strided_region.hpp"
 
 namespace halox::ops::detail {
 

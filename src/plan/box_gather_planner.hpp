@@ -10,7 +10,7 @@
 
 #include "plan/schedule.hpp"
 
-#include <halox/detail/box.hpp>
+#include "common/strided_region.hpp"
 #include <halox/distribution.hpp>
 
 #include <vector>

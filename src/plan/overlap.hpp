@@ -6,7 +6,7 @@
 // are the product of the parts meeting each of its ranges: found per dimension by binary search
 // and visited with one odometer, O(log parts + blocks visited).
 
-#include <halox/detail/box.hpp>
+#include "common/strided_region.hpp"
 #include <halox/distribution.hpp>
 
 #include <algorithm>

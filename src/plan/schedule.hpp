@@ -9,7 +9,7 @@
 // destination). Message contents are the concatenation of the regions in order, each region in
 // row-major order of its box, so sender and receiver agree whatever their strides.
 
-#include <halox/detail/box.hpp>
+#include "common/strided_region.hpp"
 #include <halox/dtype.hpp>
 
 #include <cstddef>

@@ -9,7 +9,7 @@
 
 #include "exec/cuda/mpi_cuda_support.hpp"
 
-#include <halox/detail/half.hpp>
+#include "common/half.hpp"
 #include <halox/halox.hpp>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include <halox/detail/box.hpp>
+#include "common/strided_region.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,6 +6,7 @@
 
 using halox::box;
 using halox::index_t;
+using halox::detail::make_region;
 
 namespace {
 box make_box(std::vector<index_t> lo, std::vector<index_t> hi) {
@@ -35,7 +36,7 @@ std::vector<index_t> naive_offsets(box const& b, std::vector<index_t> const& str
   }
   return out;
 }
-std::vector<index_t> region_offsets(halox::strided_region const& r) {
+std::vector<index_t> region_offsets(halox::detail::strided_region const& r) {
   std::vector<index_t> out;
   for (index_t k = 0; k < r.runs(); ++k)
     for (index_t e = 0; e < r.run; ++e) out.push_back(r.run_offset(k) + e);

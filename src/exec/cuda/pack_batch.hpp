@@ -21,9 +21,9 @@
 #include "exec/cuda/pack_desc.hpp"
 #include "plan/schedule.hpp"
 
-#include <halox/detail/dtype_dispatch.hpp>
+#include "common/dtype_dispatch.hpp"
 
-#include <halox/detail/half.hpp>
+#include "common/half.hpp"
 #include <halox/error.hpp>
 
 #include <algorithm>

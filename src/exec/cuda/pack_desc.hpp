@@ -11,7 +11,7 @@
 // offsets, stream position and the buffer's base address allow). Consecutive threads touch
 // consecutive words of the packed stream, and of the buffer within a run, so accesses coalesce.
 
-#include <halox/detail/box.hpp>
+#include "common/strided_region.hpp"
 
 #include <cstdint>
 

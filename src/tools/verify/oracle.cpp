@@ -1,7 +1,7 @@
 #include "oracle.hpp"
 
-#include <halox/detail/dtype_dispatch.hpp>
-#include <halox/detail/half.hpp>
+#include "common/dtype_dispatch.hpp"
+#include "common/half.hpp"
 
 #include <cstring>
 #include <map>

@@ -1,8 +1,8 @@
 #pragma once
 // The sections of halox-verify: each runs N random cases of one kind for one backend.
 
+#include "common/strided_region.hpp"
 #include <halox/backend.hpp>
-#include <halox/detail/box.hpp>
 
 #include <cstdint>
 #include <vector>

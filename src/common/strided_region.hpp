@@ -1,16 +1,15 @@
 #pragma once
-/// \file detail/box.hpp
-/// Strided-region arithmetic shared by host and device code (internal). The public part, index_t
-/// and struct box, lives in <halox/box.hpp>.
-///
-/// Everything here is plain data and inline functions so the CPU pack loops and the CUDA
-/// kernels walk exactly the same element order: a region is packed in row-major order of its
-/// box (last dimension fastest), whatever the strides of the buffer it lives in. That canonical
-/// order is what lets two ranks with different local layouts agree on message contents.
+// Strided-region arithmetic shared by host and device code (internal). The public part, index_t
+// and struct box, lives in <halox/box.hpp>.
+//
+// Everything here is plain data and inline functions so the CPU pack loops and the CUDA
+// kernels walk exactly the same element order: a region is packed in row-major order of its
+// box (last dimension fastest), whatever the strides of the buffer it lives in. That canonical
+// order is what lets two ranks with different local layouts agree on message contents.
 
 #include <halox/box.hpp>
 
-namespace halox {
+namespace halox::detail {
 
 /// A box inside a strided buffer, reduced to the fewest nested loops of contiguous runs.
 ///
@@ -85,4 +84,4 @@ HALOX_HD inline strided_region make_region(box const& b, index_t const* strides)
   return r;
 }
 
-} // namespace halox
+} // namespace halox::detail

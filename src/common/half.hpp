@@ -1,5 +1,4 @@
 #pragma once
-/// \file half.hpp
 /// Bit-exact float16 / bfloat16 <-> float conversions (round to nearest even), host and device.
 /// 16-bit tensors are moved as bytes; these are only needed to combine values in the reverse
 /// (accumulating) exchange.

@@ -1,10 +1,9 @@
 #pragma once
-/// \file detail/dtype_dispatch.hpp
 /// The one place that maps a runtime `dtype` to a compile-time element type (internal; host and
 /// device). Every typed loop in halox (combining unpacks, fills, fill patterns, the verify
 /// oracle) is written once as a generic function of an element tag and dispatched here.
 
-#include <halox/detail/half.hpp>
+#include "common/half.hpp"
 #include <halox/dtype.hpp>
 
 #include <cstdint>
