@@ -1,5 +1,5 @@
 // The public face of the collective check that plans run on their arguments.
-#include "core/collective_check.hpp"
+#include "common/agreement.hpp"
 #include "core/view_check.hpp"
 
 #include <halox/collective.hpp>

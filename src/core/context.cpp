@@ -1,5 +1,5 @@
-#include "common/settings.hpp"
-#include "core/collective_check.hpp"
+#include "common/agreement.hpp"
+#include "common/environment.hpp"
 #include "exec/context_state.hpp"
 
 #include <halox/config.hpp>

@@ -1,4 +1,4 @@
-#include "core/collective_check.hpp"
+#include "common/agreement.hpp"
 #include "plan/deep_halo_geometry.hpp"
 
 #include <halox/deep_halo.hpp>

@@ -1,6 +1,6 @@
 // Gather and scatter are redistributions to and from a distribution held whole by one rank:
 // no separate code path, so every backend and every layout of the distributed side applies.
-#include "core/collective_check.hpp"
+#include "common/agreement.hpp"
 
 #include <halox/error.hpp>
 #include <halox/redistribute.hpp>

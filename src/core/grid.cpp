@@ -2,8 +2,8 @@
 #include <halox/error.hpp>
 #include <halox/grid.hpp>
 
+#include "common/agreement.hpp"
 #include "core/checked_math.hpp"
-#include "core/collective_check.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -5,8 +5,8 @@
 #include <halox/grid.hpp>
 #include <halox/topology.hpp>
 
-#include "common/settings.hpp"
-#include "core/collective_check.hpp"
+#include "common/agreement.hpp"
+#include "common/environment.hpp"
 #include "core/topology_probe.hpp"
 
 #include <cmath>

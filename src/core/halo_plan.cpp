@@ -1,4 +1,4 @@
-#include "core/collective_check.hpp"
+#include "common/agreement.hpp"
 #include "core/plan_engine.hpp"
 #include "core/view_check.hpp"
 #include "plan/halo_planner.hpp"

@@ -1,6 +1,6 @@
 #include "core/plan_engine.hpp"
 
-#include "core/collective_check.hpp"
+#include "common/agreement.hpp"
 #include "tune/plan_cache.hpp"
 
 #include <halox/error.hpp>

@@ -1,8 +1,8 @@
 #include <halox/error.hpp>
 #include <halox/tensor_desc.hpp>
 
+#include "common/agreement.hpp"
 #include "core/checked_math.hpp"
-#include "core/collective_check.hpp"
 #include "core/describe_fields.hpp"
 
 #include <memory>

@@ -35,62 +35,6 @@ void workspace_memory::orphan() noexcept {
   for (auto& b : blocks_) b.orphan();
 }
 
-void wait_bounded(MPI_Request& req, double timeout, char const* what) {
-  if (timeout <= 0) {
-    HALOX_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
-    return;
-  }
-  auto const until = deadline_after(timeout);
-  for (;;) {
-    int done = 0;
-    HALOX_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    if (clock_type::now() > until) {
-      std::string const msg =
-          std::string(what) + " did not complete within " + std::to_string(timeout) +
-          " s: a rank of the communicator has not reached the same call (it failed, or builds "
-          "plans in another order); raise HALOX_TIMEOUT if the ranks are only slow";
-      std::fprintf(stderr, "halox: %s\n", msg.c_str());
-      throw error(errc::timeout, msg);
-    }
-  }
-}
-
-void allreduce_bounded(void const* in, void* out, int n, MPI_Datatype type, MPI_Op op,
-                       MPI_Comm comm, double timeout, char const* what) {
-  MPI_Request req = MPI_REQUEST_NULL;
-  HALOX_MPI_CHECK(MPI_Iallreduce(in, out, n, type, op, comm, &req));
-  wait_bounded(req, timeout, what);
-}
-
-std::string broadcast_text(std::string const& text, int root, MPI_Comm comm, double timeout,
-                           char const* what) {
-  int rank = 0;
-  HALOX_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  // Clamped, not checked: a rank that threw here would leave the others in the broadcast.
-  int n = rank == root ? static_cast<int>(std::min<std::size_t>(text.size(), INT_MAX)) : 0;
-  MPI_Request req = MPI_REQUEST_NULL;
-  HALOX_MPI_CHECK(MPI_Ibcast(&n, 1, MPI_INT, root, comm, &req));
-  wait_bounded(req, timeout, what);
-  std::string out = rank == root ? text.substr(0, static_cast<std::size_t>(n))
-                                 : std::string(static_cast<std::size_t>(n), '\0');
-  HALOX_MPI_CHECK(MPI_Ibcast(out.data(), n, MPI_CHAR, root, comm, &req));
-  wait_bounded(req, timeout, what);
-  return out;
-}
-
-std::pair<int, std::string> lowest_problem(std::string const& problem, MPI_Comm comm,
-                                           double timeout, char const* what) {
-  int rank = 0, size = 1;
-  HALOX_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  HALOX_MPI_CHECK(MPI_Comm_size(comm, &size));
-  int const mine = problem.empty() ? size : rank;
-  int first = size;
-  allreduce_bounded(&mine, &first, 1, MPI_INT, MPI_MIN, comm, timeout, what);
-  if (first == size) return {-1, std::string()};
-  return {first, broadcast_text(problem, first, comm, timeout, what)};
-}
-
 void executor::settle(std::size_t first, std::size_t n) {
   for (std::size_t i = first; i < first + n; ++i) {
     if (done_[i]) continue;

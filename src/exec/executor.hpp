@@ -7,6 +7,7 @@
 // fills). Scratch memory is never allocated by an executor: it reserves areas of the plan's
 // workspace at construction and finds them at `bind_workspace`'s addresses while executing.
 
+#include "common/agreement.hpp"
 #include "exec/combine.hpp"
 #include "exec/context_state.hpp"
 #include "plan/schedule.hpp"
@@ -24,15 +25,6 @@
 #include <vector>
 
 namespace halox::detail {
-
-/// The clock of the watchdog's deadlines.
-using clock_type = std::chrono::steady_clock;
-
-/// The time point `seconds` from now.
-inline clock_type::time_point deadline_after(double seconds) {
-  return clock_type::now() +
-         std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
-}
 
 /// What every executor is built from.
 struct exec_config {
@@ -53,25 +45,6 @@ struct request_info {
   std::size_t bytes = 0; ///< bytes it moves
   bool recv = true;      ///< a receive (or a collective's incoming half)
 };
-
-/// Waits for `req` for at most `timeout` seconds (0: unbounded, a plain MPI_Wait); on expiry
-/// throws `halox::error` (errc::timeout) with `what()` + " did not complete". For the collective
-/// rounds of plan construction (autotuning), which post nonblocking collectives.
-void wait_bounded(MPI_Request& req, double timeout, char const* what);
-/// MPI_Allreduce as a nonblocking all-reduce completed by `wait_bounded` (`in` may be
-/// MPI_IN_PLACE).
-void allreduce_bounded(void const* in, void* out, int n, MPI_Datatype type, MPI_Op op,
-                       MPI_Comm comm, double timeout, char const* what);
-
-/// Rank `root`'s `text` on every rank of `comm` (its length, then its characters), each broadcast
-/// completed by `wait_bounded`.
-[[nodiscard]] std::string broadcast_text(std::string const& text, int root, MPI_Comm comm,
-                                         double timeout, char const* what);
-/// The lowest rank of `comm` whose `problem` is not empty, and that problem, on every rank
-/// ({-1, ""} when no rank has one): one bounded all-reduce, plus `broadcast_text` when a rank
-/// has a problem. For "every rank fails with the first failing rank's reason".
-[[nodiscard]] std::pair<int, std::string> lowest_problem(std::string const& problem, MPI_Comm comm,
-                                                         double timeout, char const* what);
 
 /// Offsets of the areas an executor reserved in a workspace, per kind of memory.
 class workspace_layout {

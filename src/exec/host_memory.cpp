@@ -1,6 +1,6 @@
 #include "exec/host_memory.hpp"
 
-#include "common/settings.hpp"
+#include "common/environment.hpp"
 
 #include <sys/mman.h>
 

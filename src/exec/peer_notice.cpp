@@ -1,6 +1,6 @@
 #include "exec/peer_notice.hpp"
 
-#include "exec/executor.hpp"
+#include "common/agreement.hpp"
 
 #include <halox/error.hpp>
 

@@ -1,6 +1,6 @@
 #include "ops/choice_cache.hpp"
 
-#include "common/settings.hpp"
+#include "common/environment.hpp"
 
 #include <cstdio>
 #include <cstdlib>

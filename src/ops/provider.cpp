@@ -1,5 +1,5 @@
 // Provider selection and `local_kernels<T>`, the public face of the provider seam.
-#include "ops/provider.hpp"
+#include "ops/compute_provider.hpp"
 
 #include <halox/error.hpp>
 

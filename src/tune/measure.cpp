@@ -1,8 +1,8 @@
 #include "tune/measure.hpp"
 
-#include "common/settings.hpp"
+#include "common/environment.hpp"
 #include "tune/plan_cache.hpp"
-#include "tune/scratch.hpp"
+#include "tune/scratch_buffers.hpp"
 
 #include <halox/error.hpp>
 

@@ -1,6 +1,6 @@
 #include "tune/plan_cache.hpp"
 
-#include "common/settings.hpp"
+#include "common/environment.hpp"
 
 #include <halox/config.hpp>
 #include <halox/info.hpp>

@@ -54,18 +54,18 @@ foreach(rule IN LISTS _rules)
   endforeach()
 endforeach()
 
-# The environment is read in one place: src/common/settings.cpp (README "Environment variables").
+# The environment is read in one place: src/common/environment.cpp (README "Environment variables").
 file(GLOB_RECURSE _all_src LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/src/*"
      "${SOURCE_DIR}/include/*")
 foreach(f IN LISTS _all_src)
-  if(NOT f MATCHES "\\.(h|hpp|cpp|cu|cuh)$" OR f STREQUAL "src/common/settings.cpp")
+  if(NOT f MATCHES "\\.(h|hpp|cpp|cu|cuh)$" OR f STREQUAL "src/common/environment.cpp")
     continue()
   endif()
   file(STRINGS "${SOURCE_DIR}/${f}" _reads REGEX "getenv\\(\"HALOX_")
   foreach(line IN LISTS _reads)
     string(STRIP "${line}" line)
     string(APPEND _violations "\n  ${f} reads the environment itself: ${line} (add the variable to "
-           "src/common/settings.cpp and read it through common/settings.hpp)")
+           "src/common/environment.cpp and read it through common/environment.hpp)")
   endforeach()
 endforeach()
 
@@ -77,4 +77,4 @@ if(_violations)
                       "layers.")
 endif()
 message(STATUS "layering: ${_checked} files checked, no layer includes a higher one; "
-               "only src/common/settings.cpp reads HALOX_* variables")
+               "only src/common/environment.cpp reads HALOX_* variables")

@@ -1,5 +1,5 @@
 // The field-by-field difference that collective mismatch errors print.
-#include "common/collective_check.hpp"
+#include "common/agreement.hpp"
 
 #include <gtest/gtest.h>
 

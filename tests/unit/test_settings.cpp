@@ -1,6 +1,6 @@
 // The environment settings: one parser per kind of value, errors that name the variable, the
 // value and what it accepts, the public table and the README's copy of it.
-#include "common/settings.hpp"
+#include "common/environment.hpp"
 
 #include <halox/error.hpp>
 #include <halox/info.hpp>

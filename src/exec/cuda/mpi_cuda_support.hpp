@@ -1,7 +1,7 @@
 #pragma once
 // Whether the MPI library accepts device pointers, as far as it can say.
 
-#include "common/settings.hpp"
+#include "common/environment.hpp"
 
 #include <mpi.h>
 

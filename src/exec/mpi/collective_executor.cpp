@@ -1,6 +1,6 @@
 #include "exec/mpi/collective_executor.hpp"
 
-#include "common/collective_check.hpp"
+#include "common/agreement.hpp"
 #include "exec/cpu/pack.hpp"
 #include "exec/mpi/mpi_types.hpp"
 

@@ -1,7 +1,7 @@
 #include "exec/ucx/ucx_transport.hpp"
 
-#include "common/settings.hpp"
-#include "exec/executor.hpp"
+#include "common/agreement.hpp"
+#include "common/environment.hpp"
 #include "exec/node_id.hpp"
 
 #include <halox/error.hpp>

@@ -11,9 +11,9 @@
 
 #include "ops/bn_affine.hpp"
 #include "ops/choice_cache.hpp"
+#include "ops/compute_provider.hpp"
 #include "ops/conv_common.hpp"
 #include "ops/geometry.hpp"
-#include "ops/provider.hpp"
 
 #include <halox/error.hpp>
 

@@ -3,12 +3,12 @@
 // onednn_pool.cpp), LRN through oneDNN LRN primitives (see onednn_lrn.hpp); ReLU and the
 // batch-norm passes through halox's vectorised host loops (fast_pointwise.hpp); the bias
 // gradient through the reference loop.
+#include "ops/compute_provider.hpp"
 #include "ops/conv_common.hpp"
 #include "ops/fast_pointwise.hpp"
 #include "ops/onednn/onednn_conv.hpp"
 #include "ops/onednn/onednn_lrn.hpp"
 #include "ops/onednn/onednn_pool.hpp"
-#include "ops/provider.hpp"
 
 #include <halox/ops/conv.hpp>
 

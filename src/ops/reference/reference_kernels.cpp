@@ -1,6 +1,6 @@
 // The reference provider: halox's own kernels (conv.hpp, pool.hpp, relu.hpp, batch_norm.hpp,
 // lrn.hpp), the oracle every other provider is tested against.
-#include "ops/provider.hpp"
+#include "ops/compute_provider.hpp"
 
 #include <halox/ops/batch_norm.hpp>
 #include <halox/ops/conv.hpp>

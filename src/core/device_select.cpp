@@ -1,6 +1,6 @@
 #include "core/device_select.hpp"
+#include "common/agreement.hpp"
 #include "core/topology_probe.hpp"
-#include "exec/executor.hpp"
 
 #include <halox/config.hpp>
 #include <halox/detail/mpi_handle.hpp>

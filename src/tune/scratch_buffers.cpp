@@ -1,4 +1,4 @@
-#include "tune/scratch.hpp"
+#include "tune/scratch_buffers.hpp"
 
 #include <halox/config.hpp>
 #include <halox/error.hpp>

@@ -1,4 +1,4 @@
-#include "common/settings.hpp"
+#include "common/environment.hpp"
 
 #include <halox/backend.hpp>
 #include <halox/error.hpp>
