@@ -69,6 +69,9 @@ from ._halox import (  # noqa: F401
     scatter,
     size_of,
     whole_on_rank,
+    window_input_footprint,
+    window_input_span,
+    window_output_shape,
 )
 
 from . import _halox

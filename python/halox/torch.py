@@ -361,21 +361,25 @@ def _global_pool(m, grid, size):
 class _Window:
     """Halo widths and local slices of a windowed operator (kernel k, stride s, padding p,
     dilation d) whose input is split over ``parts`` with balanced blocks, and so is its output.
-    Output cell o reads input cells [o*s - p, o*s - p + d*(k-1)]; a process's halo must reach
-    every input cell its output block reads, and halox descriptors carry one width per side for
+    The window rule is halox's own (``halox.window_output_shape``, ``halox.window_input_span``,
+    the geometry of halox::ops): a process's halo must reach every input cell, padding
+    included, that its output block reads, and halox descriptors carry one width per side for
     all processes, so the widths are the maxima over the parts."""
 
     def __init__(self, what, size, parts, coords, k, s, p, d):
         self.in_size = tuple(size)
-        self.out_size = tuple((e + 2 * pp - dd * (kk - 1) - 1) // ss + 1
-                              for e, kk, ss, pp, dd in zip(size, k, s, p, d))
         self.halo = []
         self.local = []
-        for dim, (e, o, P, kk, ss, pp, dd) in enumerate(zip(size, self.out_size, parts, k, s, p,
-                                                            d)):
-            if o <= 0:
+        out = []
+        for dim, (e, P, kk, ss, pp, dd) in enumerate(zip(size, parts, k, s, p, d)):
+            win = ([kk], [ss], [pp], [pp], [dd])
+            try:
+                (o,) = halox.window_output_shape([e], *win)
+            except halox.Error as err:
                 _fail(f"{what}: spatial size {e} on dim {dim} is too small for kernel {kk} with "
-                      f"padding {pp}, dilation {dd}; enlarge the input or the padding")
+                      f"padding {pp}, dilation {dd}; enlarge the input or the padding "
+                      f"({err.message})")
+            out.append(o)
             din = halox.Distribution([e], "float32", [P])
             dout = halox.Distribution([o], "float32", [P])
             lo_w = hi_w = 0
@@ -389,8 +393,7 @@ class _Window:
                     _fail(f"{what}: {P} parts along spatial dim {dim} leave a process without "
                           f"cells (input extent {e}, output extent {o}); use at most "
                           f"{min(e, o)} parts there{hint}")
-                need_lo = olo * ss - pp
-                need_hi = (olo + osz - 1) * ss - pp + dd * (kk - 1) + 1
+                (need_lo,), (need_hi,) = halox.window_input_span([olo], [olo + osz], [e], *win)
                 lo_w = max(lo_w, ilo - need_lo)
                 hi_w = max(hi_w, need_hi - (ilo + isz))
                 needs.append((ilo, need_lo, need_hi))
@@ -398,6 +401,7 @@ class _Window:
             ilo, need_lo, need_hi = needs[coords[dim]]
             origin = ilo - lo_w  # global index of local buffer position 0
             self.local.append(slice(need_lo - origin, need_hi - origin))
+        self.out_size = tuple(out)
 
     def options(self, periodic=False):
         return [None, None] + [halox.DimOptions(lo, hi, periodic) for lo, hi in self.halo]

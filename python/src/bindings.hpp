@@ -10,5 +10,7 @@ namespace halox_py {
 void bind_descriptors(pybind11::module_& m);
 /// Halo, redistribution and box-gather plans; gather and scatter (plans.cpp).
 void bind_plans(pybind11::module_& m);
+/// Sliding-window geometry of the operators (window.cpp).
+void bind_window(pybind11::module_& m);
 
 } // namespace halox_py

@@ -76,4 +76,5 @@ PYBIND11_MODULE(_halox, m) {
   halox_py::bind_comm(m);
   halox_py::bind_descriptors(m);
   halox_py::bind_plans(m);
+  halox_py::bind_window(m);
 }

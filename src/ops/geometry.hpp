@@ -107,6 +107,8 @@ box3 intersect3(box3 const& a, box3 const& b);
 
 /// Input positions (clipped to the input) read by the outputs in `out`.
 box3 input_footprint(window3 const& w, box3 const& out);
+/// The same before clipping to the input (padding positions included).
+box3 input_span(window3 const& w, box3 const& out);
 /// Outputs (clipped to the output) whose windows touch the inputs in `in`.
 box3 output_footprint(window3 const& w, box3 const& in);
 

@@ -218,7 +218,7 @@ box3 canonical(box3 const& b) {
 }
 } // namespace
 
-box3 input_footprint(window3 const& w, box3 const& out) {
+box3 input_span(window3 const& w, box3 const& out) {
   box3 r;
   if (out.volume() == 0) {
     for (int d = 0; d < s3; ++d) r.lo[d] = r.hi[d] = 0;
@@ -228,7 +228,12 @@ box3 input_footprint(window3 const& w, box3 const& out) {
     r.lo[d] = out.lo[d] * w.s[d] - w.pl[d];
     r.hi[d] = (out.hi[d] - 1) * w.s[d] - w.pl[d] + (w.k[d] - 1) * w.d[d] + 1;
   }
-  return canonical(intersect3(r, w.in_box()));
+  return r;
+}
+
+box3 input_footprint(window3 const& w, box3 const& out) {
+  if (out.volume() == 0) return input_span(w, out);
+  return canonical(intersect3(input_span(w, out), w.in_box()));
 }
 
 box3 output_footprint(window3 const& w, box3 const& in) {
@@ -397,6 +402,14 @@ box conv_input_footprint(box const& out_box, dims const& in_extent, dims const& 
       detail::input_footprint(w, detail::to_box3(op, "out_box", out_box, w.nsp)), w.nsp);
 }
 
+box conv_input_span(box const& out_box, dims const& in_extent, dims const& kernel,
+                    conv_params const& p) {
+  char const* op = "conv_input_span";
+  detail::window3 w = detail::conv_window(op, in_extent, kernel, p);
+  return detail::from_box3(detail::input_span(w, detail::to_box3(op, "out_box", out_box, w.nsp)),
+                           w.nsp);
+}
+
 box conv_output_footprint(box const& in_box, dims const& in_extent, dims const& kernel,
                           conv_params const& p) {
   char const* op = "conv_output_footprint";
@@ -410,6 +423,13 @@ box pool_input_footprint(box const& out_box, dims const& in_extent, pool_params 
   detail::window3 w = detail::pool_window(op, in_extent, p);
   return detail::from_box3(
       detail::input_footprint(w, detail::to_box3(op, "out_box", out_box, w.nsp)), w.nsp);
+}
+
+box pool_input_span(box const& out_box, dims const& in_extent, pool_params const& p) {
+  char const* op = "pool_input_span";
+  detail::window3 w = detail::pool_window(op, in_extent, p);
+  return detail::from_box3(detail::input_span(w, detail::to_box3(op, "out_box", out_box, w.nsp)),
+                           w.nsp);
 }
 
 box pool_output_footprint(box const& in_box, dims const& in_extent, pool_params const& p) {

@@ -79,6 +79,41 @@ TEST(DistOpsGeometry, FootprintsMatchTheSerialKernels) {
   }
 }
 
+// The span is the footprint before clipping: every tap of the first and last window, padding
+// included, and the footprint is the span clipped to the input.
+TEST(DistOpsGeometry, InputSpanIsTheUnclippedFootprint) {
+  rng r(7);
+  for (int it = 0; it < 3000; ++it) {
+    win1 const w = random_window(r);
+    index_t const a = r(0, w.out - 1), b = r(a + 1, w.out);
+    box const span = halox::ops::conv_input_span(box1({a, b}), {w.in}, {w.k}, params1(w));
+    ASSERT_EQ(span.lo[0], a * w.s - w.pl) << it;
+    ASSERT_EQ(span.hi[0], (b - 1) * w.s - w.pl + (w.k - 1) * w.dil + 1) << it;
+    box const fp = halox::ops::conv_input_footprint(box1({a, b}), {w.in}, {w.k}, params1(w));
+    index_t const lo = std::max<index_t>(span.lo[0], 0), hi = std::min(span.hi[0], w.in);
+    ASSERT_EQ(fp.lo[0], lo < hi ? lo : 0) << it;
+    ASSERT_EQ(fp.hi[0], lo < hi ? hi : 0) << it;
+    halox::ops::pool_params pp;
+    pp.kernel = {w.k};
+    pp.stride = {w.s};
+    pp.pad_lo = {w.pl};
+    pp.pad_hi = {w.ph};
+    pp.dilation = {w.dil};
+    box pool_span;
+    try {
+      pool_span = halox::ops::pool_input_span(box1({a, b}), {w.in}, pp);
+    } catch (halox::error const&) {
+      continue; // padding beyond what pooling allows
+    }
+    ASSERT_EQ(pool_span, span) << it;
+  }
+  box empty;
+  empty.nd = 1;
+  box const none = halox::ops::conv_input_span(empty, {8}, {3}, {});
+  EXPECT_EQ(none.lo[0], 0);
+  EXPECT_EQ(none.hi[0], 0);
+}
+
 TEST(DistOpsGeometry, WindowsResolveLikeTheSerialGeometry) {
   halox::ops::pool_params pp;
   pp.kernel = {3};

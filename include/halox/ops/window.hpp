@@ -69,6 +69,14 @@ struct pool_params {
 [[nodiscard]] box conv_input_footprint(box const& out_box, dims const& in_extent,
                                        dims const& kernel, conv_params const& p);
 
+/// The input positions the windows of `out_box` read, padding included: `conv_input_footprint`
+/// before clipping to `[0, in_extent)`, so `lo` is negative and `hi` beyond the extent where
+/// windows reach into padding. A caller that stores padding as halo cells (a halo exchange with
+/// a constant boundary fill, as `halox.torch` does) sizes its halos from it. An empty `out_box`
+/// gives `[0, 0)` in every dimension.
+[[nodiscard]] box conv_input_span(box const& out_box, dims const& in_extent, dims const& kernel,
+                                  conv_params const& p);
+
 /// Global output box (clipped to the output extent) of every output position whose window
 /// touches the input box `in_box`: the part of dy that backward-data needs for `in_box`.
 /// Empty results are `[0, 0)` in every dimension.
@@ -78,6 +86,9 @@ struct pool_params {
 /// As `conv_input_footprint`, for pooling windows.
 [[nodiscard]] box pool_input_footprint(box const& out_box, dims const& in_extent,
                                        pool_params const& p);
+
+/// As `conv_input_span`, for pooling windows.
+[[nodiscard]] box pool_input_span(box const& out_box, dims const& in_extent, pool_params const& p);
 
 /// As `conv_output_footprint`, for pooling windows.
 [[nodiscard]] box pool_output_footprint(box const& in_box, dims const& in_extent,

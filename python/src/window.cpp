@@ -1,0 +1,106 @@
+// Sliding-window geometry of halox::ops (include/halox/ops/window.hpp) for Python: halox.torch
+// sizes the halos of its distributed convolutions and poolings from these, so the window rule
+// lives in one place.
+#include "bindings.hpp"
+
+#include <halox/ops/window.hpp>
+
+#include <pybind11/stl.h>
+
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace halox_py {
+
+namespace {
+
+using index_vec = std::vector<halox::index_t>;
+
+halox::ops::conv_params params(index_vec stride, index_vec pad_lo, index_vec pad_hi,
+                               index_vec dilation) {
+  return {std::move(stride), std::move(pad_lo), std::move(pad_hi), std::move(dilation)};
+}
+
+halox::box make_box(index_vec const& lo, index_vec const& hi) {
+  if (lo.size() != hi.size() || lo.size() > static_cast<std::size_t>(halox::max_dims))
+    throw halox::error(halox::errc::invalid_argument,
+                       "window geometry: lo has " + std::to_string(lo.size()) + " entries and hi " +
+                           std::to_string(hi.size()) + "; pass one entry per spatial dimension (" +
+                           "at most " + std::to_string(halox::max_dims) + ")");
+  halox::box b;
+  b.nd = static_cast<int>(lo.size());
+  for (int d = 0; d < b.nd; ++d) {
+    b.lo[d] = lo[static_cast<std::size_t>(d)];
+    b.hi[d] = hi[static_cast<std::size_t>(d)];
+  }
+  return b;
+}
+
+py::tuple bounds(halox::box const& b) {
+  index_vec lo(b.lo, b.lo + b.nd), hi(b.hi, b.hi + b.nd);
+  return py::make_tuple(py::tuple(py::cast(lo)), py::tuple(py::cast(hi)));
+}
+
+} // namespace
+
+void bind_window(py::module_& m) {
+  char const* params_doc =
+      " Parameters follow halox::ops::conv_params: each of stride, pad_lo, pad_hi, dilation may "
+      "be empty (stride 1, padding 0, dilation 1), hold one value for every spatial dimension, "
+      "or one per dimension.";
+  m.def(
+      "window_output_shape",
+      [](index_vec const& in_extent, index_vec const& kernel, index_vec stride, index_vec pad_lo,
+         index_vec pad_hi, index_vec dilation) {
+        // conv_output_shape checks every parameter and names the bad one.
+        halox::ops::dims x{1, 1}, w{1, 1};
+        for (auto e : in_extent) x.push_back(e);
+        for (auto k : kernel) w.push_back(k);
+        auto const out = halox::ops::conv_output_shape(
+            x, w,
+            params(std::move(stride), std::move(pad_lo), std::move(pad_hi), std::move(dilation)));
+        return py::tuple(py::cast(index_vec(out.begin() + 2, out.end())));
+      },
+      py::arg("in_extent"), py::arg("kernel"), py::arg("stride") = index_vec{},
+      py::arg("pad_lo") = index_vec{}, py::arg("pad_hi") = index_vec{},
+      py::arg("dilation") = index_vec{},
+      (std::string("Output extents of a sliding window (convolution or pooling, floor rule) over "
+                   "spatial extents `in_extent` with window `kernel`.") +
+       params_doc)
+          .c_str());
+  m.def(
+      "window_input_span",
+      [](index_vec const& out_lo, index_vec const& out_hi, index_vec const& in_extent,
+         index_vec const& kernel, index_vec stride, index_vec pad_lo, index_vec pad_hi,
+         index_vec dilation) {
+        return bounds(halox::ops::conv_input_span(
+            make_box(out_lo, out_hi), in_extent, kernel,
+            params(std::move(stride), std::move(pad_lo), std::move(pad_hi), std::move(dilation))));
+      },
+      py::arg("out_lo"), py::arg("out_hi"), py::arg("in_extent"), py::arg("kernel"),
+      py::arg("stride") = index_vec{}, py::arg("pad_lo") = index_vec{},
+      py::arg("pad_hi") = index_vec{}, py::arg("dilation") = index_vec{},
+      (std::string("(lo, hi) of the input positions, padding included (lo may be negative, hi "
+                   "past the extent), that the windows of the output box [out_lo, out_hi) read: "
+                   "the halo a distributed window operator needs when padding is stored as halo "
+                   "cells.") +
+       params_doc)
+          .c_str());
+  m.def(
+      "window_input_footprint",
+      [](index_vec const& out_lo, index_vec const& out_hi, index_vec const& in_extent,
+         index_vec const& kernel, index_vec stride, index_vec pad_lo, index_vec pad_hi,
+         index_vec dilation) {
+        return bounds(halox::ops::conv_input_footprint(
+            make_box(out_lo, out_hi), in_extent, kernel,
+            params(std::move(stride), std::move(pad_lo), std::move(pad_hi), std::move(dilation))));
+      },
+      py::arg("out_lo"), py::arg("out_hi"), py::arg("in_extent"), py::arg("kernel"),
+      py::arg("stride") = index_vec{}, py::arg("pad_lo") = index_vec{},
+      py::arg("pad_hi") = index_vec{}, py::arg("dilation") = index_vec{},
+      "As window_input_span, clipped to the input [0, in_extent) (empty: all zeros).");
+}
+
+} // namespace halox_py
