@@ -1,5 +1,7 @@
 #include "ops/onednn/onednn_common.hpp"
 
+#include <algorithm>
+
 namespace halox::ops::detail::onednn {
 
 context& ctx() {
@@ -11,14 +13,51 @@ tag plain_tag(int nsp) { return nsp == 1 ? tag::ncw : nsp == 2 ? tag::nchw : tag
 tag channels_last_tag(int nsp) { return nsp == 1 ? tag::nwc : nsp == 2 ? tag::nhwc : tag::ndhwc; }
 tag weights_tag(int nsp) { return nsp == 1 ? tag::oiw : nsp == 2 ? tag::oihw : tag::oidhw; }
 
+bound::bound(dnnl::primitive p, std::initializer_list<std::pair<int, memory>> args)
+    : prim_(std::move(p)) {
+  for (auto const& [arg, m] : args) add(arg, m);
+}
+
+bound bound::reorder(memory const& from, memory const& to) {
+  return bound(dnnl::reorder(from, to), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+}
+
+void bound::add(int arg, memory const& m) {
+  held_.push_back(m);
+  args_.push_back({arg, m.get()});
+}
+
+void bound::execute(dnnl::stream const& s) const {
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(prim_.get(), s.get(), static_cast<int>(args_.size()), args_.data()),
+      "could not execute a primitive");
+}
+
+memory::desc strided_md(int ndims, index_t const* dims, index_t const* strides) {
+  HALOX_REQUIRE(ndims >= 0 && ndims <= DNNL_MAX_NDIMS, errc::internal,
+                "oneDNN view of " + std::to_string(ndims) + " dimensions");
+  dnnl_dims_t d{}, s{};
+  std::copy(dims, dims + ndims, d);
+  std::copy(strides, strides + ndims, s);
+  dnnl_memory_desc_t md{};
+  dnnl::error::wrap_c_api(dnnl_memory_desc_init_by_strides(&md, ndims, d, dnnl_f32, s),
+                          "could not describe a strided view");
+  return memory::desc(md);
+}
+
+memory::desc strided_md(index_t n, index_t c, int nsp, index_t const* ext, index_t sn, index_t sc,
+                        index_t const* str) {
+  HALOX_REQUIRE(nsp >= 0 && nsp <= 3, errc::internal,
+                "oneDNN view with " + std::to_string(nsp) + " spatial dimensions");
+  index_t dims[5] = {n, c}, strides[5] = {sn, sc};
+  std::copy(ext, ext + nsp, dims + 2);
+  std::copy(str, str + nsp, strides + 2);
+  return strided_md(2 + nsp, dims, strides);
+}
+
 memory::desc strided_md(index_t n, index_t c, dims const& ext, index_t sn, index_t sc,
                         dims const& str) {
-  memory::dims dims{n, c}, strides{sn, sc};
-  for (std::size_t i = 0; i < ext.size(); ++i) {
-    dims.push_back(ext[i]);
-    strides.push_back(str[i]);
-  }
-  return memory::desc(dims, dt::f32, strides);
+  return strided_md(n, c, static_cast<int>(ext.size()), ext.data(), sn, sc, str.data());
 }
 
 double time_best(std::function<void()> const& f, int reps) {

@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace halox::ops::detail::onednn {
@@ -28,6 +30,28 @@ struct context {
 };
 context& ctx();
 
+/// A primitive with its arguments bound once. Executing it goes to oneDNN's C API with the
+/// prepared argument list: the C++ wrapper's execute copies its argument map into a new vector on
+/// every call, an allocation per primitive per layer per step. Memory objects are handles, so a
+/// data pointer set on a bound memory later (set_data_handle) is what the next execute reads.
+class bound {
+public:
+  bound() = default;
+  bound(dnnl::primitive p, std::initializer_list<std::pair<int, memory>> args);
+  /// A reorder from `from` into `to`.
+  static bound reorder(memory const& from, memory const& to);
+  /// Adds one argument (one the primitive takes only in some configurations).
+  void add(int arg, memory const& m);
+  /// Enqueues the primitive on `s`; throws dnnl::error as the C++ API does.
+  void execute(dnnl::stream const& s) const;
+  explicit operator bool() const { return static_cast<bool>(prim_); }
+
+private:
+  dnnl::primitive prim_;
+  std::vector<memory> held_; // keeps the handles in args_ alive
+  std::vector<dnnl_exec_arg_t> args_;
+};
+
 /// Plain (NC + spatial, row-major) and channels-last tags for `nsp` spatial dimensions.
 tag plain_tag(int nsp);
 tag channels_last_tag(int nsp);
@@ -37,6 +61,11 @@ tag weights_tag(int nsp);
 /// A caller's strided view of n x c x ext[...] elements (ext over the real spatial dims).
 memory::desc strided_md(index_t n, index_t c, dims const& ext, index_t sn, index_t sc,
                         dims const& str);
+/// A strided view of `ndims` (at most 12) dimensions; allocates nothing.
+memory::desc strided_md(int ndims, index_t const* dims, index_t const* strides);
+/// The same from `nsp` (at most 3) spatial extents and strides in arrays; allocates nothing.
+memory::desc strided_md(index_t n, index_t c, int nsp, index_t const* ext, index_t sn, index_t sc,
+                        index_t const* str);
 
 /// Seconds of wall time of `f` (best of `reps` after one warm-up call).
 double time_best(std::function<void()> const& f, int reps = 2);

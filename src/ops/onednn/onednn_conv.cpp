@@ -72,17 +72,16 @@ std::string key_of(conv_job const& j) {
 // to the caller's views (absent where the caller's view already is the primitive's layout).
 struct conv_engine::exec {
   std::string impl;
-  dnnl::primitive prim;
   memory usr_src, usr_wei, usr_dst, usr_bias;
   memory src_m, wei_m, dst_m; // what the primitive reads and writes
   memory dst_sub;             // the caller's part of a zero-extended dst (backward-data dy)
-  bool src_reorder = false, wei_reorder = false, dst_reorder = false, extend = false;
-  dnnl::reorder r_src, r_wei, r_dst;
+  bool extend = false;
+  // The reorders between the caller's views and the primitive's layouts (empty where the
+  // caller's view already is that layout) and the primitive, each with its arguments bound.
+  bound r_src, r_wei, r_dst;
   memory plain_dw; // backward-weights: the gradient in [O, I, k...]
-  dnnl::reorder r_dw;
-  // The primitive's arguments, fixed at construction: memory objects are handles, so a new
-  // data pointer set on one (set_data_handle) is seen here too.
-  std::unordered_map<int, memory> args;
+  bound r_dw;
+  bound prim;
 
   exec(conv_job const& j, layout l) {
     auto& c = ctx();
@@ -105,8 +104,9 @@ struct conv_engine::exec {
     }
     convolution_forward::primitive_desc fwd_pd(fwd_desc, attr, c.eng);
     memory::desc isrc, iwei, idst;
+    dnnl::primitive p;
     if (j.kind == conv_kind::forward) {
-      prim = convolution_forward(fwd_pd);
+      p = convolution_forward(fwd_pd);
       impl = fwd_pd.impl_info_str();
       isrc = fwd_pd.src_desc();
       iwei = fwd_pd.weights_desc();
@@ -116,7 +116,7 @@ struct conv_engine::exec {
           convolution_backward_data::desc(algorithm::convolution_direct, src_md, wany, dst_md,
                                           j.stride, j.dil, j.pl, j.pr),
           c.eng, fwd_pd);
-      prim = convolution_backward_data(pd);
+      p = convolution_backward_data(pd);
       impl = pd.impl_info_str();
       isrc = pd.diff_src_desc();
       iwei = pd.weights_desc();
@@ -126,7 +126,7 @@ struct conv_engine::exec {
           convolution_backward_weights::desc(algorithm::convolution_direct, src_md, wany, dst_md,
                                              j.stride, j.dil, j.pl, j.pr),
           c.eng, fwd_pd);
-      prim = convolution_backward_weights(pd);
+      p = convolution_backward_weights(pd);
       impl = pd.impl_info_str();
       isrc = pd.src_desc();
       iwei = pd.diff_weights_desc();
@@ -139,47 +139,46 @@ struct conv_engine::exec {
     bool const src_in = j.kind != conv_kind::backward_data;
     bool const dst_in = j.kind != conv_kind::forward;
     // source side
-    src_reorder = isrc != j.usr_src;
-    if (src_reorder) {
+    if (isrc != j.usr_src) {
       src_m = memory(isrc, c.eng);
-      r_src = src_in ? reorder(usr_src, src_m) : reorder(src_m, usr_src);
+      r_src = src_in ? bound::reorder(usr_src, src_m) : bound::reorder(src_m, usr_src);
     }
     // destination side; backward-data may read a zero-extended dy
     extend = !j.dst_offset.empty();
-    dst_reorder = extend || idst != j.usr_dst;
-    if (dst_reorder) {
+    if (extend || idst != j.usr_dst) {
       dst_m = memory(idst, c.eng);
       if (extend) {
         dst_sub = memory(idst.submemory_desc(j.usr_dst.dims(), j.dst_offset), c.eng,
                          dst_m.get_data_handle());
-        r_dst = reorder(usr_dst, dst_sub);
+        r_dst = bound::reorder(usr_dst, dst_sub);
       } else {
-        r_dst = dst_in ? reorder(usr_dst, dst_m) : reorder(dst_m, usr_dst);
+        r_dst = dst_in ? bound::reorder(usr_dst, dst_m) : bound::reorder(dst_m, usr_dst);
       }
     }
     // weights
     if (j.kind == conv_kind::backward_weights) {
       wei_m = memory(iwei, c.eng);
       plain_dw = memory(memory::desc(j.wei, dt::f32, weights_tag(nsp)), c.eng, DNNL_MEMORY_NONE);
-      r_dw = reorder(wei_m, plain_dw);
+      r_dw = bound::reorder(wei_m, plain_dw);
     } else {
       usr_wei = memory(j.usr_wei, c.eng, DNNL_MEMORY_NONE);
-      wei_reorder = iwei != j.usr_wei;
-      if (wei_reorder) {
+      if (iwei != j.usr_wei) {
         wei_m = memory(iwei, c.eng);
-        r_wei = reorder(usr_wei, wei_m);
+        r_wei = bound::reorder(usr_wei, wei_m);
       }
     }
-    memory const& src = src_reorder ? src_m : usr_src;
-    memory const& dst = dst_reorder ? dst_m : usr_dst;
-    memory const& wei = wei_reorder ? wei_m : usr_wei;
+    memory const& src = r_src ? src_m : usr_src;
+    memory const& dst = r_dst ? dst_m : usr_dst;
+    memory const& wei = r_wei ? wei_m : usr_wei;
     if (j.kind == conv_kind::forward) {
-      args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
-      if (j.bias) args.emplace(DNNL_ARG_BIAS, usr_bias);
+      prim = bound(p, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+      if (j.bias) prim.add(DNNL_ARG_BIAS, usr_bias);
     } else if (j.kind == conv_kind::backward_data) {
-      args = {{DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, src}};
+      prim =
+          bound(p, {{DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, src}});
     } else {
-      args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_DIFF_WEIGHTS, wei_m}};
+      prim =
+          bound(p, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_DIFF_WEIGHTS, wei_m}});
     }
   }
 
@@ -189,29 +188,27 @@ struct conv_engine::exec {
     usr_dst.set_data_handle(j.dst_ptr);
     if (j.kind == conv_kind::forward) {
       usr_wei.set_data_handle(j.wei_ptr);
-      if (src_reorder) r_src.execute(c.strm, usr_src, src_m);
-      if (wei_reorder) r_wei.execute(c.strm, usr_wei, wei_m);
+      if (r_src) r_src.execute(c.strm);
+      if (r_wei) r_wei.execute(c.strm);
       if (j.bias) usr_bias.set_data_handle(j.bias_ptr);
-      prim.execute(c.strm, args);
-      if (dst_reorder) r_dst.execute(c.strm, dst_m, usr_dst);
+      prim.execute(c.strm);
+      if (r_dst) r_dst.execute(c.strm);
     } else {
       if (extend) {
         c.strm.wait();
         std::memset(dst_m.get_data_handle(), 0, dst_m.get_desc().get_size());
-        r_dst.execute(c.strm, usr_dst, dst_sub);
-      } else if (dst_reorder) {
-        r_dst.execute(c.strm, usr_dst, dst_m);
       }
+      if (r_dst) r_dst.execute(c.strm);
       if (j.kind == conv_kind::backward_data) {
         usr_wei.set_data_handle(j.wei_ptr);
-        if (wei_reorder) r_wei.execute(c.strm, usr_wei, wei_m);
-        prim.execute(c.strm, args);
-        if (src_reorder) r_src.execute(c.strm, src_m, usr_src);
+        if (r_wei) r_wei.execute(c.strm);
+        prim.execute(c.strm);
+        if (r_src) r_src.execute(c.strm);
       } else {
-        if (src_reorder) r_src.execute(c.strm, usr_src, src_m);
-        prim.execute(c.strm, args);
+        if (r_src) r_src.execute(c.strm);
+        prim.execute(c.strm);
         plain_dw.set_data_handle(dw_plain);
-        r_dw.execute(c.strm, wei_m, plain_dw);
+        r_dw.execute(c.strm);
       }
     }
     c.strm.wait();

@@ -27,10 +27,11 @@ constexpr auto bad = errc::invalid_argument;
 // geometry.
 inline int d3(int nsp, int i) { return s3 - nsp + i; }
 
-template <class B> std::vector<index_t> block_strides(B const& b, int nsp) {
-  std::vector<index_t> s;
-  for (int i = 0; i < nsp; ++i) s.push_back(b.str[d3(nsp, i)]);
-  return s;
+// The caller's strided view of block b over the spatial extents `ext` (nsp of them).
+template <class B> memory::desc block_md(B const& b, index_t c, index_t const* ext, int nsp) {
+  index_t str[s3];
+  for (int i = 0; i < nsp; ++i) str[i] = b.str[d3(nsp, i)];
+  return onednn::strided_md(b.n, c, nsp, ext, b.sn, b.sc, str);
 }
 
 // Address of global spatial position lo (3-D) of sample 0, channel 0 in block b.
@@ -47,9 +48,16 @@ void fill_window(conv_job& j, window3 const& w) {
   }
 }
 
-memory::desc weights_md(const_tensor_ref<float> const& w) {
-  return memory::desc(memory::dims(w.shape.begin(), w.shape.end()), onednn::dt::f32,
-                      memory::dims(w.strides.begin(), w.strides.end()));
+template <class W> memory::desc weights_md(tensor_ref<W> const& w) {
+  return onednn::strided_md(w.rank(), w.shape.data(), w.strides.data());
+}
+
+// Empties a job for reuse: its vectors keep their capacity, so a warm call allocates nothing.
+void reset(conv_job& j) {
+  for (auto* v : {&j.src, &j.wei, &j.dst, &j.stride, &j.dil, &j.pl, &j.pr, &j.dst_offset})
+    v->clear();
+  j.bias = j.relu = false;
+  j.src_ptr = j.wei_ptr = j.dst_ptr = j.bias_ptr = nullptr;
 }
 
 class onednn_kernels final : public compute_kernels<float> {
@@ -85,7 +93,8 @@ public:
     require_covers(op, "y", yb, ob, nsp, "out_box");
     require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
     if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0) return;
-    conv_job j;
+    conv_job& j = job_;
+    reset(j);
     index_t src_lo[s3];
     if (cp.cin == 0 || !source_region(cp.w, ob, nsp, j, src_lo)) { // windows read padding only
       if (relu)
@@ -98,9 +107,9 @@ public:
     j.bias = bias != nullptr;
     j.relu = relu;
     finish_job(j, cp, xb, src_lo, w);
-    std::vector<index_t> oext;
-    for (int i = 0; i < nsp; ++i) oext.push_back(ob.extent(d3(nsp, i)));
-    j.usr_dst = onednn::strided_md(xb.n, cp.cout, oext, yb.sn, yb.sc, block_strides(yb, nsp));
+    index_t oext[s3];
+    for (int i = 0; i < nsp; ++i) oext[i] = ob.extent(d3(nsp, i));
+    j.usr_dst = block_md(yb, cp.cout, oext, nsp);
     j.dst_ptr = at(yb, ob.lo);
     j.wei_ptr = const_cast<float*>(w.data);
     j.bias_ptr = const_cast<float*>(bias);
@@ -131,16 +140,18 @@ public:
     }
     // Local problem: src = in_box, dst = the output footprint, extended with zero dy where the
     // geometry needs whole windows (then padding is never negative).
-    conv_job j;
+    conv_job& j = job_;
+    reset(j);
     j.kind = conv_kind::backward_data;
     j.nsp = nsp;
     fill_window(j, cp.w);
-    j.src = {dxb.n, cp.cin};
-    j.dst = {dxb.n, cp.cout};
-    j.wei = memory::dims(w.shape.begin(), w.shape.end());
-    memory::dims uext{dxb.n, cp.cout}, offset{0, 0};
+    j.src.assign({dxb.n, cp.cin});
+    j.dst.assign({dxb.n, cp.cout});
+    j.wei.assign(w.shape.begin(), w.shape.end());
+    memory::dims& offset = j.dst_offset;
+    offset.assign({0, 0});
     bool extended = false;
-    std::vector<index_t> iext, fext;
+    index_t iext[s3], fext[s3];
     for (int i = 0; i < nsp; ++i) {
       int const d = d3(nsp, i);
       index_t const s = cp.w.s[d], span = (cp.w.k[d] - 1) * cp.w.d[d] + 1;
@@ -166,13 +177,12 @@ public:
       j.pl.push_back(pl);
       j.pr.push_back(pr);
       offset.push_back(ext_lo);
-      iext.push_back(len);
-      fext.push_back(ofp.extent(d));
+      iext[i] = len;
+      fext[i] = ofp.extent(d);
     }
     if (!extended) offset.clear();
-    j.usr_src = onednn::strided_md(dxb.n, cp.cin, iext, dxb.sn, dxb.sc, block_strides(dxb, nsp));
-    j.usr_dst = onednn::strided_md(dxb.n, cp.cout, fext, dyb.sn, dyb.sc, block_strides(dyb, nsp));
-    j.dst_offset = offset;
+    j.usr_src = block_md(dxb, cp.cin, iext, nsp);
+    j.usr_dst = block_md(dyb, cp.cout, fext, nsp);
     j.usr_wei = weights_md(w);
     j.src_ptr = at(dxb, ib.lo);
     j.dst_ptr = const_cast<float*>(at(dyb, ofp.lo));
@@ -196,16 +206,17 @@ public:
     require_inside(op, "out_box", ob, cp.w, false);
     require_covers(op, "dy", dyb, ob, nsp, "out_box");
     require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
-    conv_job j;
+    conv_job& j = job_;
+    reset(j);
     index_t src_lo[s3];
     if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0 || cp.cin == 0 ||
         !source_region(cp.w, ob, nsp, j, src_lo))
       return; // nothing to add
     j.kind = conv_kind::backward_weights;
     finish_job(j, cp, xb, src_lo, dw);
-    std::vector<index_t> oext;
-    for (int i = 0; i < nsp; ++i) oext.push_back(ob.extent(d3(nsp, i)));
-    j.usr_dst = onednn::strided_md(xb.n, cp.cout, oext, dyb.sn, dyb.sc, block_strides(dyb, nsp));
+    index_t oext[s3];
+    for (int i = 0; i < nsp; ++i) oext[i] = ob.extent(d3(nsp, i));
+    j.usr_dst = block_md(dyb, cp.cout, oext, nsp);
     j.dst_ptr = const_cast<float*>(at(dyb, ob.lo));
     dw_.resize(static_cast<std::size_t>(element_count(dw.shape)));
     conv_.run(op, j, dw_.data());
@@ -295,24 +306,26 @@ private:
                                             block3<float const> const& xb,
                                             index_t const (&src_lo)[s3], tensor_ref<W> const& w) {
     int const nsp = j.nsp;
-    std::vector<index_t> sext(j.src.begin(), j.src.end());
+    index_t sext[s3];
+    std::copy(j.src.begin(), j.src.end(), sext);
     j.src.insert(j.src.begin(), {xb.n, cp.cin});
     j.dst.insert(j.dst.begin(), {xb.n, cp.cout});
-    j.wei = memory::dims(w.shape.begin(), w.shape.end());
+    j.wei.assign(w.shape.begin(), w.shape.end());
     fill_window(j, cp.w);
-    j.usr_src = onednn::strided_md(xb.n, cp.cin, sext, xb.sn, xb.sc, block_strides(xb, nsp));
-    j.usr_wei = weights_md(const_tensor_ref<float>(w.data, w.shape, w.strides));
+    j.usr_src = block_md(xb, cp.cin, sext, nsp);
+    j.usr_wei = weights_md(w);
     j.src_ptr = const_cast<float*>(at(xb, src_lo));
   }
 
   // dw += the dense [O, I, k...] gradient in dw_ (dw may be strided).
   void add_into(tensor_ref<float> const& dw) const {
-    std::vector<index_t> i(dw.shape.size(), 0);
+    int const rank = dw.rank(); // [O, I, k...]: at most 5
+    index_t i[8] = {};
     for (std::size_t k = 0; k < dw_.size(); ++k) {
       index_t off = 0;
-      for (std::size_t d = 0; d < i.size(); ++d) off += i[d] * dw.strides[d];
+      for (int d = 0; d < rank; ++d) off += i[d] * dw.strides[d];
       dw.data[off] += dw_[k];
-      for (int d = static_cast<int>(i.size()) - 1; d >= 0 && ++i[d] == dw.shape[d]; --d) i[d] = 0;
+      for (int d = rank - 1; d >= 0 && ++i[d] == dw.shape[d]; --d) i[d] = 0;
     }
   }
 
@@ -321,6 +334,7 @@ private:
   onednn::pool_engine pool_;
   onednn::lrn_engine lrn_;
   std::vector<float> dw_;
+  conv_job job_; // reused by every call, so a known problem allocates nothing
 };
 
 } // namespace

@@ -76,8 +76,7 @@ template <class T> tensor_ref<T> merged(tensor_ref<T> const& t) {
 struct lrn_engine::io {
   plan* pl = nullptr;
   memory usr_x, usr_a, usr_b; // x; y or dy; dx
-  dnnl::reorder r_x, r_a, r_b;
-  std::unordered_map<int, memory> fargs, bargs;
+  bound r_x, r_a, r_b, fwd, bwd;
 };
 
 lrn_engine::io* lrn_engine::views(bool for_backward, lrn_params const& p,
@@ -106,22 +105,22 @@ lrn_engine::io* lrn_engine::views(bool for_backward, lrn_params const& p,
   io& o = *made;
   o.pl = pl;
   o.usr_x = memory(user_md(x), c.eng, DNNL_MEMORY_NONE);
-  o.r_x = dnnl::reorder(o.usr_x, pl->src_m);
-  o.fargs = {{DNNL_ARG_SRC, pl->src_m}, {DNNL_ARG_DST, pl->dst_m}};
+  o.r_x = bound::reorder(o.usr_x, pl->src_m);
+  o.fwd = bound(pl->fwd, {{DNNL_ARG_SRC, pl->src_m}, {DNNL_ARG_DST, pl->dst_m}});
   const_tensor_ref<float> a(nullptr, x.shape, a_strides);
   o.usr_a = memory(user_md(a), c.eng, DNNL_MEMORY_NONE);
   if (!for_backward) {
-    o.r_a = dnnl::reorder(pl->dst_m, o.usr_a);
+    o.r_a = bound::reorder(pl->dst_m, o.usr_a);
   } else {
-    if (pl->ws_m.get_desc().get_size() != 0) o.fargs.emplace(DNNL_ARG_WORKSPACE, pl->ws_m);
-    o.r_a = dnnl::reorder(o.usr_a, pl->ddst_m);
-    o.bargs = {{DNNL_ARG_SRC, pl->src_m},
-               {DNNL_ARG_DIFF_DST, pl->ddst_m},
-               {DNNL_ARG_DIFF_SRC, pl->dsrc_m}};
-    if (pl->ws_m.get_desc().get_size() != 0) o.bargs.emplace(DNNL_ARG_WORKSPACE, pl->ws_m);
+    if (pl->ws_m.get_desc().get_size() != 0) o.fwd.add(DNNL_ARG_WORKSPACE, pl->ws_m);
+    o.r_a = bound::reorder(o.usr_a, pl->ddst_m);
+    o.bwd = bound(pl->bwd, {{DNNL_ARG_SRC, pl->src_m},
+                            {DNNL_ARG_DIFF_DST, pl->ddst_m},
+                            {DNNL_ARG_DIFF_SRC, pl->dsrc_m}});
+    if (pl->ws_m.get_desc().get_size() != 0) o.bwd.add(DNNL_ARG_WORKSPACE, pl->ws_m);
     const_tensor_ref<float> b(nullptr, x.shape, b_strides);
     o.usr_b = memory(user_md(b), c.eng, DNNL_MEMORY_NONE);
-    o.r_b = dnnl::reorder(pl->dsrc_m, o.usr_b);
+    o.r_b = bound::reorder(pl->dsrc_m, o.usr_b);
   }
   return ios_.emplace(v, std::move(made)).first->second.get();
 }
@@ -179,13 +178,12 @@ bool lrn_engine::forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_par
   try {
     io* o = views(false, p, x, y.strides, {});
     if (o == nullptr) return false;
-    plan* pl = o->pl;
     auto& c = ctx();
     o->usr_x.set_data_handle(const_cast<float*>(x.data));
     o->usr_a.set_data_handle(y.data);
-    o->r_x.execute(c.strm, o->usr_x, pl->src_m);
-    pl->fwd.execute(c.strm, o->fargs);
-    o->r_a.execute(c.strm, pl->dst_m, o->usr_a);
+    o->r_x.execute(c.strm);
+    o->fwd.execute(c.strm);
+    o->r_a.execute(c.strm);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);
@@ -208,16 +206,15 @@ bool lrn_engine::backward(const_tensor_ref<float> x, const_tensor_ref<float> dy,
   try {
     io* o = views(true, p, x, dy.strides, dx.strides);
     if (o == nullptr) return false;
-    plan* pl = o->pl;
     auto& c = ctx();
     o->usr_x.set_data_handle(const_cast<float*>(x.data));
     o->usr_a.set_data_handle(const_cast<float*>(dy.data));
     o->usr_b.set_data_handle(dx.data);
-    o->r_x.execute(c.strm, o->usr_x, pl->src_m);
-    pl->fwd.execute(c.strm, o->fargs);
-    o->r_a.execute(c.strm, o->usr_a, pl->ddst_m);
-    pl->bwd.execute(c.strm, o->bargs);
-    o->r_b.execute(c.strm, pl->dsrc_m, o->usr_b);
+    o->r_x.execute(c.strm);
+    o->fwd.execute(c.strm);
+    o->r_a.execute(c.strm);
+    o->bwd.execute(c.strm);
+    o->r_b.execute(c.strm);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);

@@ -17,12 +17,12 @@ template <class B> auto at(B const& b, index_t const (&lo)[s3]) {
 }
 
 template <class B> memory::desc view_md(B const& b, box3 const& bx, int nsp) {
-  std::vector<index_t> ext, str;
+  index_t ext[s3], str[s3];
   for (int i = 0; i < nsp; ++i) {
-    ext.push_back(bx.extent(d3(nsp, i)));
-    str.push_back(b.str[d3(nsp, i)]);
+    ext[i] = bx.extent(d3(nsp, i));
+    str[i] = b.str[d3(nsp, i)];
   }
-  return strided_md(b.n, b.c, ext, b.sn, b.sc, str);
+  return strided_md(b.n, b.c, nsp, ext, b.sn, b.sc, str);
 }
 
 // The pooling problem of the outputs `ob`: source region (clipped input footprint) and padding.
@@ -33,7 +33,8 @@ struct pool_geom {
 
 bool geometry(window3 const& w, box3 const& ob, int nsp, index_t n, index_t c, pool_geom& g) {
   g.src = box3{};
-  g.src_dims = g.dst_dims = {n, c};
+  g.src_dims = g.dst_dims = {n, c}; // reused: assignment and clear keep the capacity
+  for (auto* v : {&g.stride, &g.kernel, &g.dil, &g.pl, &g.pr}) v->clear();
   for (int i = 0; i < nsp; ++i) {
     int const d = d3(nsp, i);
     index_t const span = (w.k[d] - 1) * w.d[d] + 1;
@@ -141,11 +142,14 @@ struct pool_engine::plan {
 struct pool_engine::io {
   plan* pl = nullptr;
   memory usr_x, usr_y, usr_dy, usr_dx, sub;
-  dnnl::reorder r_x, r_y, r_dy, r_dx;
-  std::unordered_map<int, memory> fwd_args, bwd_args;
+  bound r_x, r_y, r_dy, r_dx, fwd, bwd;
 };
 
-pool_engine::pool_engine() = default;
+// The geometry of the current call, kept between calls so that its vectors are not allocated
+// again.
+struct pool_engine::geom : pool_geom {};
+
+pool_engine::pool_engine() : geom_(std::make_unique<geom>()) {}
 pool_engine::~pool_engine() = default;
 
 bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block_ref<float> y,
@@ -166,7 +170,7 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
   require_covers(op, "y", yb, ob, nsp, "out_box");
   require_covers(op, "x", xb, input_footprint(w, ob), nsp, "the input footprint of out_box");
   if (ob.volume() == 0 || xb.n == 0 || xb.c == 0) return true;
-  pool_geom g;
+  pool_geom& g = *geom_;
   if (!geometry(w, ob, nsp, xb.n, xb.c, g)) return false;
   try {
     auto& c = ctx();
@@ -182,17 +186,17 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
       v->pl = found;
       v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);
       v->usr_y = memory(ymd, c.eng, DNNL_MEMORY_NONE);
-      v->r_x = dnnl::reorder(v->usr_x, v->pl->src_m);
-      v->r_y = dnnl::reorder(v->pl->dst_m, v->usr_y);
-      v->fwd_args = {{DNNL_ARG_SRC, v->pl->src_m}, {DNNL_ARG_DST, v->pl->dst_m}};
+      v->r_x = bound::reorder(v->usr_x, v->pl->src_m);
+      v->r_y = bound::reorder(v->pl->dst_m, v->usr_y);
+      v->fwd = bound(v->pl->fwd, {{DNNL_ARG_SRC, v->pl->src_m}, {DNNL_ARG_DST, v->pl->dst_m}});
       it = ios_.emplace(scratch_, std::move(v)).first;
     }
     io& v = *it->second;
     v.usr_x.set_data_handle(const_cast<float*>(at(xb, g.src.lo)));
     v.usr_y.set_data_handle(at(yb, ob.lo));
-    v.r_x.execute(c.strm, v.usr_x, v.pl->src_m);
-    v.pl->fwd.execute(c.strm, v.fwd_args);
-    v.r_y.execute(c.strm, v.pl->dst_m, v.usr_y);
+    v.r_x.execute(c.strm);
+    v.fwd.execute(c.strm);
+    v.r_y.execute(c.strm);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);
@@ -230,7 +234,7 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
                    "the input footprint of the output footprint of in_box (max pooling)");
   }
   if (ib.volume() == 0 || dxb.n == 0 || dxb.c == 0) return true;
-  pool_geom g;
+  pool_geom& g = *geom_;
   if (ofp.volume() == 0 || !geometry(w, ofp, nsp, dxb.n, dxb.c, g)) return false;
   for (int d = 0; d < s3;
        ++d) // inputs no window reads (stride > kernel): the reference zeroes them
@@ -253,14 +257,15 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
       v->pl = &pl;
       if (is_max) { // the winners of every window touching in_box, as oneDNN's workspace
         v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);
-        v->r_x = dnnl::reorder(v->usr_x, pl.src_m);
-        v->fwd_args = {
-            {DNNL_ARG_SRC, pl.src_m}, {DNNL_ARG_DST, pl.dst_m}, {DNNL_ARG_WORKSPACE, pl.ws_m}};
+        v->r_x = bound::reorder(v->usr_x, pl.src_m);
+        v->fwd = bound(
+            pl.fwd,
+            {{DNNL_ARG_SRC, pl.src_m}, {DNNL_ARG_DST, pl.dst_m}, {DNNL_ARG_WORKSPACE, pl.ws_m}});
       }
       v->usr_dy = memory(dymd, c.eng, DNNL_MEMORY_NONE);
-      v->r_dy = dnnl::reorder(v->usr_dy, pl.ddst_m);
-      v->bwd_args = {{DNNL_ARG_DIFF_DST, pl.ddst_m}, {DNNL_ARG_DIFF_SRC, pl.dsrc_m}};
-      if (is_max) v->bwd_args.emplace(DNNL_ARG_WORKSPACE, pl.ws_m);
+      v->r_dy = bound::reorder(v->usr_dy, pl.ddst_m);
+      v->bwd = bound(pl.bwd, {{DNNL_ARG_DIFF_DST, pl.ddst_m}, {DNNL_ARG_DIFF_SRC, pl.dsrc_m}});
+      if (is_max) v->bwd.add(DNNL_ARG_WORKSPACE, pl.ws_m);
       // dx on in_box: the in_box part of the region's gradient
       memory::dims dims{dxb.n, dxb.c}, offs{0, 0};
       for (int i = 0; i < nsp; ++i) {
@@ -271,21 +276,20 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
       v->sub = memory(pl.dsrc_m.get_desc().submemory_desc(dims, offs), c.eng,
                       pl.dsrc_m.get_data_handle());
       v->usr_dx = memory(dxmd, c.eng, DNNL_MEMORY_NONE);
-      v->r_dx = dnnl::reorder(v->sub, v->usr_dx);
+      v->r_dx = bound::reorder(v->sub, v->usr_dx);
       it = ios_.emplace(scratch_, std::move(v)).first;
     }
-    io& v = *it->second;
-    plan& pl = *v.pl;
+    io const& v = *it->second;
     if (is_max) {
       v.usr_x.set_data_handle(const_cast<float*>(at(xb, g.src.lo)));
-      v.r_x.execute(c.strm, v.usr_x, pl.src_m);
-      pl.fwd.execute(c.strm, v.fwd_args);
+      v.r_x.execute(c.strm);
+      v.fwd.execute(c.strm);
     }
     v.usr_dy.set_data_handle(const_cast<float*>(at(dyb, ofp.lo)));
-    v.r_dy.execute(c.strm, v.usr_dy, pl.ddst_m);
-    pl.bwd.execute(c.strm, v.bwd_args);
+    v.r_dy.execute(c.strm);
+    v.bwd.execute(c.strm);
     v.usr_dx.set_data_handle(at(dxb, ib.lo));
-    v.r_dx.execute(c.strm, v.sub, v.usr_dx);
+    v.r_dx.execute(c.strm);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);

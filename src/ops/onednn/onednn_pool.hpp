@@ -38,11 +38,13 @@ public:
 private:
   struct plan;
   struct io;
+  struct geom;
   std::map<std::string, std::unique_ptr<plan>> plans_; // by problem (readable key)
   // Per problem and caller view layout: the reorders between the views and the plan's dense
   // buffers, built once, so a repeated call creates no primitive and allocates no key.
   std::unordered_map<fingerprint, std::unique_ptr<io>, fingerprint_hash> ios_;
   fingerprint scratch_; // reused for the lookup
+  std::unique_ptr<geom> geom_;
 };
 
 } // namespace halox::ops::detail::onednn
