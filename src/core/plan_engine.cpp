@@ -1,7 +1,7 @@
 #include "core/plan_engine.hpp"
 
 #include "common/agreement.hpp"
-#include "tune/plan_cache.hpp"
+#include "tune/tuned_executor.hpp"
 
 #include <halox/error.hpp>
 
@@ -40,12 +40,6 @@ void require_context_matches(context const& ctx, MPI_Comm comm, char const* what
 
 namespace {
 
-// The re-check's clock: the tuner's (tests may replace it), MPI_Wtime otherwise.
-double recheck_clock() {
-  auto const& hooks = test_hooks();
-  return hooks.clock ? hooks.clock() : MPI_Wtime();
-}
-
 // Every rank must hand the plan the same tag, which holds when all build the plans of a context
 // in the same order; a rank that did otherwise would exchange messages with the wrong plan.
 void agree_on_tag(MPI_Comm comm, int tag) {
@@ -78,7 +72,6 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
   watch_.arm(cfg_.ctx->notices, cfg_.tag, o.label);
   cfg_.watch = &watch_;
   selection sel = select_backend(o.method, forward_, cfg_, o.tune, key);
-  selected_ = sel.chosen;
   report_ = std::move(sel.report);
   // Both directions are built now, not on the first reverse exchange: building may be
   // collective (a topology, an NCCL communicator), which must never happen inside start/wait.
@@ -86,52 +79,23 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
   // others waiting: all agree first. An automatic choice hands over the forward executor it
   // timed.
   collective_check(
-      cfg_.comm, std::string(o.label) + ": the " + to_string(selected_) + " executor",
+      cfg_.comm, std::string(o.label) + ": the " + to_string(sel.chosen) + " executor",
       [&] {
-        fwd_ =
-            sel.chosen_exec ? std::move(sel.chosen_exec) : make_executor(selected_, forward_, cfg_);
-        rev_ = make_executor(selected_, forward_.reversed(), cfg_);
+        fwd_ = sel.chosen_exec ? std::move(sel.chosen_exec)
+                               : make_executor(sel.chosen, forward_, cfg_);
+        rev_ = make_executor(sel.chosen, forward_.reversed(), cfg_);
       },
       [] { return std::uint64_t{0}; });
   // Every rank built both: the transports may now connect and warm up with the peers.
   fwd_->warm_up();
   rev_->warm_up();
-  rc_.reason = std::move(sel.recheck_reason);
-  rc_.watch_reason = std::move(sel.watch_reason);
-  if (sel.runner_up != backend::automatic) {
-    // The runner-up's executors for the re-check (first, or when the watch asks). Failing to
-    // build them only cancels both, on every rank alike.
-    std::unique_ptr<executor> af = std::move(sel.runner_exec), ar;
-    int bad = 0;
-    try {
-      if (!af) af = make_executor(sel.runner_up, forward_, cfg_);
-      ar = make_executor(sel.runner_up, forward_.reversed(), cfg_);
-    } catch (std::exception const&) {
-      bad = 1;
-    }
-    HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, cfg_.comm));
-    if (bad) {
-      rc_.reason = std::string("cancelled, the runner-up ") + to_string(sel.runner_up) +
-                   " could not be built on every rank";
-      rc_.watch_reason.clear();
-    } else {
-      alt_fwd_ = std::move(af);
-      alt_rev_ = std::move(ar);
-      alt_fwd_->warm_up();
-      alt_rev_->warm_up();
-      rc_.other = sel.runner_up;
-      rc_.force = sel.force_switch;
-      rc_.watch = sel.watch;
-      rc_.runner_ref = sel.runner_median;
-      rc_.state =
-          sel.recheck_first ? recheck_state::phase::pending : recheck_state::phase::watching;
-    }
-  }
+  // An automatic choice keeps being checked on the caller's buffers: the executors become the
+  // tuner's, which hold the runner-up's too.
+  choice_note_ = make_adaptive(sel, forward_, cfg_, fwd_, rev_);
   if (!external_) {
     auto const ws = workspace_bytes();
     own_.reserve(cfg_.ctx, {ws.host, ws.pinned_host, ws.device});
-    for (auto* e : {fwd_.get(), rev_.get(), alt_fwd_.get(), alt_rev_.get()})
-      if (e) e->bind_workspace(own_.bases());
+    for (auto* e : {fwd_.get(), rev_.get()}) e->bind_workspace(own_.bases());
   }
 }
 
@@ -147,9 +111,8 @@ bool plan_engine::abandon() noexcept {
 
 workspace_size plan_engine::workspace_bytes() const noexcept {
   std::array<std::size_t, 3> n{};
-  for (auto* e : {fwd_.get(), rev_.get(), alt_fwd_.get(), alt_rev_.get()})
-    if (e)
-      for (int k = 0; k < 3; ++k) n[k] = std::max(n[k], e->workspace_needs()[k]);
+  for (auto* e : {fwd_.get(), rev_.get()})
+    for (int k = 0; k < 3; ++k) n[k] = std::max(n[k], e->workspace_needs()[k]);
   return {n[0], n[1], n[2]};
 }
 
@@ -174,8 +137,7 @@ void plan_engine::set_workspace(workspace const& w) {
   workspace_bases const b = {static_cast<std::byte*>(w.host),
                              static_cast<std::byte*>(w.pinned_host),
                              static_cast<std::byte*>(w.device)};
-  for (auto* e : {fwd_.get(), rev_.get(), alt_fwd_.get(), alt_rev_.get()})
-    if (e) e->bind_workspace(b);
+  for (auto* e : {fwd_.get(), rev_.get()}) e->bind_workspace(b);
 }
 
 void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* stream) {
@@ -186,14 +148,6 @@ void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* st
                 "start called while an exchange of this plan is still in flight; call wait() "
                 "first");
   executor* e = reverse ? rev_.get() : fwd_.get();
-  // Every rank executes the same sequence (execution is collective), so counting forward
-  // exchanges picks the same executor everywhere.
-  bool const timed = !reverse && rc_.state != recheck_state::phase::none;
-  double t = 0.0;
-  if (timed) {
-    if (rc_.state == recheck_state::phase::pending && rc_.done % 2 == 1) e = alt_fwd_.get();
-    t = recheck_clock();
-  }
   watch_.watch(executions_ - 1);
   try {
     e->start(bufs, reverse ? op : combine_op::replace, stream, reverse);
@@ -204,10 +158,6 @@ void plan_engine::start(void* const* bufs, bool reverse, combine_op op, void* st
     throw;
   }
   active_ = e;
-  if (timed) {
-    rc_.spent = recheck_clock() - t;
-    rc_.timing = true;
-  }
 }
 
 void plan_engine::refuse_if_broken() const {
@@ -328,131 +278,7 @@ void plan_engine::finish(executor* e, void* stream) {
 void plan_engine::wait(void* stream) {
   HALOX_REQUIRE(active_ != nullptr, errc::invalid_state,
                 "wait called without a matching start; call start() (or execute()) first");
-  executor* e = active_;
-  active_ = nullptr;
-  if (!rc_.timing) {
-    finish(e, stream);
-    return;
-  }
-  rc_.timing = false;
-  double const t = recheck_clock();
-  finish(e, stream);
-  double const took = rc_.spent + (recheck_clock() - t);
-  auto const& hooks = test_hooks();
-  bool const rechecking = rc_.state == recheck_state::phase::pending;
-  double const skew = rechecking && hooks.skew ? hooks.skew(e->kind(), rc_.done) : 0.0;
-  double const x = took + exec_skew(e->kind(), skew);
-  long long const n = rc_.executions++;
-  if (rechecking) {
-    rc_.times[static_cast<std::size_t>(rc_.done)] = x;
-    if (++rc_.done == recheck_executions) recheck_decide();
-    return;
-  }
-  rc_.recent[static_cast<std::size_t>(n % watch_window)] = x;
-  rc_.filled = std::min(rc_.filled + 1, watch_window);
-  if (++rc_.since >= rc_.period && rc_.filled == watch_window) watch_decide();
-}
-
-double plan_engine::exec_skew(backend b, double fallback_skew) const {
-  auto const& hooks = test_hooks();
-  return hooks.exec_skew ? hooks.exec_skew(b, rc_.executions) : fallback_skew;
-}
-
-void plan_engine::recheck_decide() {
-  allreduce_bounded(MPI_IN_PLACE, rc_.times.data(), recheck_executions, MPI_DOUBLE, MPI_MAX,
-                    cfg_.comm, cfg_.timeout, "the re-check of an automatic backend choice");
-  // The first pair is a warm-up; then even exchanges ran the choice, odd ones the runner-up.
-  constexpr int half = (recheck_executions - 2) / 2;
-  double chosen[half], runner[half];
-  for (int i = 0; i < half; ++i) {
-    chosen[i] = rc_.times[static_cast<std::size_t>(2 + 2 * i)];
-    runner[i] = rc_.times[static_cast<std::size_t>(3 + 2 * i)];
-  }
-  bool const faster = recheck_switch(chosen, half, runner, half, recheck_margin, rc_.medians);
-  bool const switched = faster || rc_.force;
-  if (switched) {
-    std::swap(fwd_, alt_fwd_);
-    std::swap(rev_, alt_rev_);
-    std::swap(selected_, rc_.other);
-  }
-  rc_.last = switched ? recheck_state::outcome::switched : recheck_state::outcome::confirmed;
-  rc_.force = false; // a forced switch is the first re-check's only
-  if (!rc_.watch) {
-    rc_.state = recheck_state::phase::none;
-    return;
-  }
-  // Watch on, against the backend not chosen now, with its time measured just now.
-  rc_.state = recheck_state::phase::watching;
-  rc_.runner_ref = switched ? rc_.medians[0] : rc_.medians[1];
-  rc_.filled = 0;
-  rc_.since = 0;
-  rc_.period = watch_window;
-}
-
-void plan_engine::watch_decide() {
-  // This rank's median of the latest forward executions; the slowest rank's counts (every rank
-  // then takes the same path).
-  std::array<double, watch_window> v = rc_.recent;
-  auto const mid = v.begin() + watch_window / 2;
-  std::nth_element(v.begin(), mid, v.end());
-  double med = *mid;
-  allreduce_bounded(MPI_IN_PLACE, &med, 1, MPI_DOUBLE, MPI_MAX, cfg_.comm, cfg_.timeout,
-                    "the watch of an automatic backend choice");
-  ++rc_.checks;
-  rc_.since = 0;
-  if (med > rc_.runner_ref * (1.0 + watch_margin)) {
-    // The choice now takes clearly longer than the runner-up did: race them again on the
-    // caller's buffers, as in the first re-check.
-    ++rc_.drifts;
-    rc_.drift_median = med;
-    rc_.drift_ref = rc_.runner_ref;
-    rc_.by_watch = true;
-    rc_.state = recheck_state::phase::pending;
-    rc_.done = 0;
-    return;
-  }
-  rc_.period = std::min(2 * rc_.period, watch_max_period);
-}
-
-std::string plan_engine::recheck_summary() const {
-  using phase = recheck_state::phase;
-  using outcome = recheck_state::outcome;
-  constexpr int half = (recheck_executions - 2) / 2;
-  std::string const why =
-      rc_.by_watch
-          ? "the watch saw the choice drift: median " + format_seconds(rc_.drift_median) +
-                " over its last " + std::to_string(watch_window) +
-                " forward executions, above the runner-up's " + format_seconds(rc_.drift_ref)
-          : rc_.reason;
-  std::string out;
-  if (rc_.state == phase::pending) {
-    out = "; re-check against " + std::string(to_string(rc_.other)) + " (" + why +
-          "): " + std::to_string(rc_.done) + " of " + std::to_string(recheck_executions) +
-          " forward executions done";
-  } else if (rc_.last == outcome::none) {
-    if (!rc_.reason.empty()) out = "; re-check: " + rc_.reason;
-  } else {
-    out =
-        std::string("; re-check ") +
-        (rc_.last == outcome::switched
-             ? "switched from " + std::string(to_string(rc_.other)) + " to " + to_string(selected_)
-             : "confirmed " + std::string(to_string(selected_)) + " over " + to_string(rc_.other)) +
-        " (" + why + "): median " + format_seconds(rc_.medians[0]) + " vs " +
-        format_seconds(rc_.medians[1]) + " over " + std::to_string(half) + "+" +
-        std::to_string(half) + " executions";
-  }
-  if (rc_.state == phase::watching) {
-    out += "; watching against " + std::string(to_string(rc_.other)) + " (re-check when a " +
-           std::to_string(watch_window) + "-execution median exceeds " +
-           format_seconds(rc_.runner_ref * (1.0 + watch_margin)) +
-           "): " + std::to_string(rc_.checks) + " check(s), " + std::to_string(rc_.drifts) +
-           " drift(s), next check after " +
-           std::to_string(std::max(rc_.period - rc_.since, watch_window - rc_.filled)) +
-           " forward execution(s)";
-  } else if (rc_.state == phase::none && !rc_.watch_reason.empty()) {
-    out += "; watch: " + rc_.watch_reason;
-  }
-  return out;
+  finish(std::exchange(active_, nullptr), stream);
 }
 
 std::string plan_engine::summary() const {
@@ -460,14 +286,12 @@ std::string plan_engine::summary() const {
   std::size_t regions = 0;
   for (auto const& m : forward_.sends) regions += m.regions.size();
   auto const ws = workspace_bytes();
-  os << "backend " << to_string(selected_) << " (" << report_ << ")" << recheck_summary() << "; "
-     << forward_.sends.size() << " send peer(s), " << forward_.recvs.size() << " receive peer(s), "
-     << forward_.send_bytes() << " B out / " << forward_.recv_bytes() << " B in per exchange, "
-     << regions << " send region(s), " << forward_.copies.size() << " local copy(ies); message tag "
-     << cfg_.tag;
-  if (fwd_) {
-    if (auto const w = fwd_->wire_summary(); !w.empty()) os << "; " << w;
-  }
+  os << "backend " << to_string(selected()) << " (" << report_ << ")" << choice_note_
+     << fwd_->choice_summary() << "; " << forward_.sends.size() << " send peer(s), "
+     << forward_.recvs.size() << " receive peer(s), " << forward_.send_bytes() << " B out / "
+     << forward_.recv_bytes() << " B in per exchange, " << regions << " send region(s), "
+     << forward_.copies.size() << " local copy(ies); message tag " << cfg_.tag;
+  if (auto const w = fwd_->wire_summary(); !w.empty()) os << "; " << w;
   os << "; workspace " << ws.host << " B host";
   if (ws.pinned_host) os << " + " << ws.pinned_host << " B pinned";
   if (ws.device) os << " + " << ws.device << " B device";

@@ -1,7 +1,7 @@
 #pragma once
-// What every plan shares: its context and message tag, the forward schedule, the executors for
-// both directions (built at plan time), the workspace, the backend selection and the start/wait
-// state machine.
+// What every plan shares: its context and message tag, the forward schedule, one executor per
+// direction (built at plan time; the tuner's for an automatic choice), the workspace and the
+// start/wait state machine with its failure handling.
 
 #include "exec/executor.hpp"
 #include "tune/select.hpp"
@@ -72,15 +72,12 @@ public:
     agree_execute_round(direction, local);
   }
 
-  /// Begins an exchange (forward, or reverse combining with `op`). While the online re-check
-  /// runs, forward exchanges alternate between the chosen backend's executor and the
-  /// runner-up's (both built at plan time) and are timed.
+  /// Begins an exchange (forward, or reverse combining with `op`) on the executor of that
+  /// direction (an automatic choice's is the tuner's, see tune/tuned_executor.hpp).
   void start(void* const* bufs, bool reverse, combine_op op, void* stream);
-  /// Completes the exchange in flight. The wait of the last re-checked forward exchange takes
-  /// the re-check's decision: one bounded all-reduce of the timings, then every rank keeps the
-  /// same backend. Allocates nothing. When the exchange fails (a timeout, a peer's failure
-  /// notice, an MPI error) the plan cannot run again: messages of that execution may still be
-  /// queued and would be taken for the next one's.
+  /// Completes the exchange in flight. Allocates nothing. When the exchange fails (a timeout, a
+  /// peer's failure notice, an MPI error) the plan cannot run again: messages of that execution may
+  /// still be queued and would be taken for the next one's.
   void wait(void* stream);
   /// Abandons the exchange in flight, if any (see executor::abandon); returns false when its
   /// messages could be neither completed nor cancelled (the engine's own workspace is then kept
@@ -94,7 +91,8 @@ public:
   /// Binds a caller workspace (checked against workspace_bytes); not while in flight.
   void set_workspace(workspace const& w);
 
-  [[nodiscard]] backend selected() const noexcept { return selected_; }
+  /// The backend running now (an automatic choice may switch after its re-check).
+  [[nodiscard]] backend selected() const noexcept { return fwd_->kind(); }
   [[nodiscard]] schedule const& forward() const noexcept { return forward_; }
   [[nodiscard]] context const& ctx() const noexcept { return ctx_; }
   [[nodiscard]] int tag() const noexcept { return cfg_.tag; }
@@ -102,20 +100,6 @@ public:
   [[nodiscard]] std::string const& selection_report() const noexcept { return report_; }
   /// Peers, bytes, regions, backend, workspace.
   [[nodiscard]] std::string summary() const;
-
-  /// Forward executions the online re-check times: the first pair is a warm-up (first use of
-  /// the caller's buffers), then the chosen backend and the runner-up alternate.
-  static constexpr int recheck_executions = 10;
-  /// Fraction by which the runner-up's median must beat the chosen backend's to switch.
-  static constexpr double recheck_margin = 0.05;
-  /// Forward executions whose median the watch compares (the last ones before each check).
-  static constexpr int watch_window = 16;
-  /// Executions between the watch's first checks; doubled after each quiet check, up to
-  /// watch_max_period, back to watch_window after a re-check.
-  static constexpr int watch_max_period = 1024;
-  /// Fraction by which the choice's median must exceed the runner-up's last known median for
-  /// the watch to start a re-check.
-  static constexpr double watch_margin = 0.25;
 
 private:
   void agree_execute_round(int direction, std::exception_ptr const& local);
@@ -134,45 +118,12 @@ private:
   void settle_failure();
   /// Waits for `e`; a failure marks the plan unusable.
   void finish(executor* e, void* stream);
-  void recheck_decide();
-  void watch_decide();
-  [[nodiscard]] std::string recheck_summary() const;
-  [[nodiscard]] double exec_skew(backend b, double fallback_skew) const;
-
-  // The online re-check of an automatic choice and the watch that follows it (see
-  // docs/autotune.md). Only numbers: deciding allocates nothing.
-  struct recheck_state {
-    enum class phase { none, pending, watching };
-    enum class outcome { none, confirmed, switched };
-    phase state = phase::none;
-    backend other = backend::automatic; ///< the runner-up (after a switch: the old choice)
-    bool force = false;                 ///< the next re-check switches whatever the times say
-    bool timing = false;                ///< the exchange in flight is timed
-    bool watch = false;                 ///< watch after the re-check (or instead of one)
-    int done = 0;                       ///< forward exchanges of the running re-check so far
-    long long executions = 0;           ///< forward exchanges since the plan was built
-    double spent = 0.0;                 ///< seconds spent in start of the exchange in flight
-    std::array<double, recheck_executions> times{};
-    outcome last = outcome::none;   ///< how the latest re-check ended
-    bool by_watch = false;          ///< the latest (or running) re-check was started by the watch
-    double medians[2] = {0.0, 0.0}; ///< chosen, runner-up (at the latest re-check's decision)
-    std::string reason;             ///< why there is (no) first re-check
-    std::string watch_reason;       ///< why there is no watch
-    // The watch: the latest forward times (a ring), when to check next, and what it found.
-    std::array<double, watch_window> recent{};
-    int filled = 0, since = 0, period = watch_window;
-    double runner_ref = 0.0;    ///< the runner-up's latest median (tuning, or a re-check)
-    int checks = 0, drifts = 0; ///< checks made; re-checks they started
-    double drift_median = 0.0;  ///< the choice's median at the check that started a re-check
-    double drift_ref = 0.0;     ///< the runner-up's median it was compared with
-  };
-
   context ctx_;
   bool check_ = false;
   schedule forward_;
   exec_config cfg_;
-  backend selected_ = backend::mpi_pack;
   std::string report_;
+  std::string choice_note_; // why an automatic choice is not re-checked or watched, if so
   bool external_ = false;
   workspace_memory own_;        // before the executors: they are destroyed first
   peer_watch watch_;            // likewise: the executors test it while waiting
@@ -182,9 +133,7 @@ private:
   std::vector<int> failed_peers_;
   std::string failed_why_;
   std::unique_ptr<executor> fwd_, rev_;
-  std::unique_ptr<executor> alt_fwd_, alt_rev_; // the runner-up's, while/after re-checking
   executor* active_ = nullptr;
-  recheck_state rc_;
 };
 
 /// Converts the public reduction to the internal combine op.

@@ -136,6 +136,9 @@ public:
   /// How this executor's messages travel when that is more than "one per peer" (for
   /// describe()), e.g. "2 of 4 message(s) sent in 17 fragment(s)"; empty otherwise.
   [[nodiscard]] virtual std::string wire_summary() const { return {}; }
+  /// How the backend is being kept, for describe(), starting with "; " (an adaptive executor's
+  /// re-check and watch, see tune/tuned_executor.hpp); empty for a fixed backend.
+  [[nodiscard]] virtual std::string choice_summary() const { return {}; }
   /// The schedule it runs.
   [[nodiscard]] schedule const& sched() const noexcept { return sched_; }
   /// True when every rank of the communicator takes part in each exchange (a nonblocking
