@@ -1,13 +1,8 @@
 #include "tune/scratch_buffers.hpp"
 
-#include <halox/config.hpp>
-#include <halox/error.hpp>
+#include "exec/device_stream.hpp"
 
 #include <cstring>
-
-#if HALOX_HAS_CUDA
-#include "exec/cuda/cuda_handle.hpp"
-#endif
 
 namespace halox::detail {
 
@@ -21,14 +16,6 @@ std::size_t slot_bytes(slot_layout const& l) {
 }
 } // namespace
 
-#if HALOX_HAS_CUDA
-struct scratch_buffers::device_state {
-  unique_stream stream;
-};
-#else
-struct scratch_buffers::device_state {};
-#endif
-
 scratch_buffers::scratch_buffers(schedule const& s, memory_space mem,
                                  std::shared_ptr<context_state> const& ctx) {
   if (mem == memory_space::host) {
@@ -39,46 +26,26 @@ scratch_buffers::scratch_buffers(schedule const& s, memory_space mem,
     }
     return;
   }
-#if HALOX_HAS_CUDA
-  device_ = std::make_unique<device_state>();
-  HALOX_CUDA_CHECK(cudaStreamCreateWithFlags(device_->stream.out(), cudaStreamNonBlocking));
+  device_ = std::make_unique<device_stream>(); // throws in a build without CUDA
   for (auto const& l : s.slots) {
     std::size_t const n = slot_bytes(l);
     blocks_.emplace_back(ctx, n, memory_kind::device);
-    HALOX_CUDA_CHECK(cudaMemsetAsync(blocks_.back().data(), 0, n, device_->stream.get()));
+    device_->zero(blocks_.back().data(), n);
     ptrs_.push_back(blocks_.back().data());
   }
-  HALOX_CUDA_CHECK(cudaStreamSynchronize(device_->stream.get()));
-#else
-  throw error(errc::unsupported, "device memory needs a CUDA build of halox "
-                                 "(-DHALOX_ENABLE_CUDA=ON)");
-#endif
+  device_->synchronize();
 }
 
 scratch_buffers::~scratch_buffers() = default;
 
-void* scratch_buffers::stream() const noexcept {
-#if HALOX_HAS_CUDA
-  if (device_) return device_->stream.get();
-#endif
-  return nullptr;
-}
+void* scratch_buffers::stream() const noexcept { return device_ ? device_->get() : nullptr; }
 
 void scratch_buffers::synchronize() {
-#if HALOX_HAS_CUDA
-  if (device_) HALOX_CUDA_CHECK(cudaStreamSynchronize(device_->stream.get()));
-#endif
+  if (device_) device_->synchronize();
 }
 
 std::string device_kind(memory_space mem) {
-  if (mem == memory_space::host) return "host";
-#if HALOX_HAS_CUDA
-  int dev = 0;
-  cudaDeviceProp p{};
-  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
-    return p.name;
-#endif
-  return "unknown-device";
+  return mem == memory_space::host ? "host" : current_device_name();
 }
 
 } // namespace halox::detail

@@ -3,6 +3,7 @@
 // selection never touches the caller's data (there is none at plan time anyway).
 
 #include "exec/context_state.hpp"
+#include "exec/device_stream.hpp"
 #include "plan/schedule.hpp"
 
 #include <halox/backend.hpp>
@@ -33,9 +34,8 @@ public:
   void synchronize();
 
 private:
-  struct device_state;
   std::vector<memory_block> blocks_;
-  std::unique_ptr<device_state> device_;
+  std::unique_ptr<device_stream> device_; // device memory only
   std::vector<void*> ptrs_;
 };
 

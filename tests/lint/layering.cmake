@@ -5,7 +5,9 @@
 #   plan      include/halox/detail/*.hpp, include/halox/{box,dtype,error,backend,distribution}.hpp,
 #             src/plan/**                        descriptors and pure planners (no MPI in src/plan)
 #   exec      src/exec/**                        executors
-#   core      src/core/**, src/tune/**           plans
+#   tune      src/tune/**                        backend selection: the race, the cache and the
+#                                                tuned executor (re-check and watch)
+#   core      src/core/**                        plans and the plan engine
 #   ops       src/ops/**, include/halox/ops/**   operators: public <halox/...> headers, ops/
 #                                                internals and src/common (the shared vocabulary:
 #                                                strided regions, element types, settings)
@@ -25,8 +27,9 @@ set(_rules
   "plan@include/halox/backend.hpp@^(${_higher_than_plan})"
   "plan@include/halox/distribution.hpp@^(${_higher_than_plan})"
   "exec@src/exec/*@^(core/|tune/|ops/|halox/ops/)"
+  # The tuner drives executors through exec/executor.hpp and never a backend's own headers.
+  "tune@src/tune/*@^(core/|ops/|halox/ops/|exec/(cuda|nccl|ucx|cma|mpi|cpu)/)"
   "core@src/core/*@^(ops/|halox/ops/)"
-  "core@src/tune/*@^(ops/|halox/ops/)"
   "ops@src/ops/*@^(core/|exec/|plan/|tune/)"
   "ops@include/halox/ops/*@^(core/|exec/|plan/|tune/|common/)")
 
