@@ -240,9 +240,28 @@ void settle(double seconds) {
   }
 }
 
+int warm_up(MPI_Comm comm, std::function<void()> const& op) {
+  // Lock-step timed runs: every rank sees the same (max-reduced) times, so every rank stops at
+  // the same run. A transport that connects lazily runs its first exchanges many times slower
+  // than later ones; a fixed count of one or two would time those.
+  std::vector<double> t;
+  double spent = 0;
+  for (;;) {
+    double const x = time_once(comm, op);
+    t.push_back(x);
+    spent += x;
+    int const n = static_cast<int>(t.size());
+    if (n >= warm_up_max_runs || spent >= warm_up_max_seconds) return n;
+    if (n < std::max(g_settings.warmup, warm_up_steady_runs)) continue;
+    auto const last = t.end() - warm_up_steady_runs;
+    auto const [lo, hi] = std::minmax_element(last, t.end());
+    if (*hi <= *lo * (1.0 + warm_up_tolerance)) return n;
+  }
+}
+
 stats timed_loop(benchmark::State& state, MPI_Comm comm, std::function<void()> const& op,
                  double bytes, std::function<void()> const& between) {
-  for (int i = 0; i < g_settings.warmup; ++i) op();
+  state.counters["warmup_runs"] = warm_up(comm, op);
   std::vector<double> times;
   times.reserve(static_cast<std::size_t>(state.max_iterations));
   for (auto _ : state) {
@@ -263,7 +282,7 @@ stats timed_loop(benchmark::State& state, MPI_Comm comm, std::function<void()> c
 }
 
 stats measure(MPI_Comm comm, int iterations, std::function<void()> const& op) {
-  for (int i = 0; i < g_settings.warmup; ++i) op();
+  (void)warm_up(comm, op);
   std::vector<double> times;
   for (int i = 0; i < iterations; ++i) times.push_back(time_once(comm, op));
   return summarize(times);

@@ -32,7 +32,7 @@ struct settings {
   double seconds = 0.5; ///< HALOX_BENCH_TIME: timed seconds aimed at per entry
   int min_iters = 10;   ///< HALOX_BENCH_MIN_ITERS
   int max_iters = 1000; ///< HALOX_BENCH_MAX_ITERS
-  int warmup = 2;       ///< HALOX_BENCH_WARMUP: untimed runs before each entry
+  int warmup = 2;       ///< HALOX_BENCH_WARMUP: the fewest warm-up runs before each entry
   double ddt_max_extent =
       2.2e9; ///< HALOX_DDT_MAX_EXTENT: skip datatype objects spanning more bytes
 };
@@ -70,8 +70,22 @@ struct stats {
 /// One lock-step measurement: MPI_Barrier, `op`, MPI_Allreduce(MAX) of its time (seconds).
 double time_once(MPI_Comm comm, std::function<void()> const& op);
 
-/// Google Benchmark's loop with lock-step timing over `comm`: runs `config().warmup` untimed
-/// calls of `op`, then one timed call per iteration. Sets the iteration times and the counters
+/// Warm-up runs stop when this many in a row agree within warm_up_tolerance...
+inline constexpr int warm_up_steady_runs = 3;
+inline constexpr double warm_up_tolerance = 0.25;
+/// ...or after this many runs, or this many seconds of them, whichever comes first.
+inline constexpr int warm_up_max_runs = 100;
+inline constexpr double warm_up_max_seconds = 1.0;
+
+/// Collective over `comm`: runs `op` in lock step (time_once) until its time is steady: at
+/// least `config().warmup` runs, then until the last warm_up_steady_runs times lie within
+/// warm_up_tolerance of their minimum, at most warm_up_max_runs runs or warm_up_max_seconds.
+/// Every rank stops at the same run. Returns the number of runs.
+int warm_up(MPI_Comm comm, std::function<void()> const& op);
+
+/// Google Benchmark's loop with lock-step timing over `comm`: warms `op` up until its time is
+/// steady (warm_up; the counter warmup_runs says how many runs that took), then one timed call
+/// per iteration. Sets the iteration times and the counters
 /// median_us, p90_us, min_us; `bytes` per iteration feed bytes_per_second (from the mean) and
 /// the counter GBps_median. `between`, when given, runs after every iteration outside the
 /// timing (the backend entries measure their limits there, interleaved, so that a change of

@@ -83,8 +83,8 @@ void register_peer(scenario_spec const& twin, std::string const& suffix,
                    }).median;
     }
 
-    // halox's twin gets the same untimed warm-up as the peer (timed_loop warms the peer).
-    for (int i = 0; i < config().warmup; ++i) h.op();
+    // halox's twin is warmed until steady, as timed_loop warms the peer.
+    (void)warm_up(comm, h.op);
     transport();
     if (alltoall) alltoall();
     std::vector<double> th, tt, ta;
