@@ -43,6 +43,24 @@ py::tuple bounds(halox::box const& b) {
   return py::make_tuple(py::tuple(py::cast(lo)), py::tuple(py::cast(hi)));
 }
 
+// Binds a rule that maps an output box to the input box its windows read.
+using box_rule = halox::box (*)(halox::box const&, halox::ops::dims const&, halox::ops::dims const&,
+                                halox::ops::conv_params const&);
+void def_box_rule(py::module_& m, char const* name, box_rule rule, std::string const& doc) {
+  m.def(
+      name,
+      [rule](index_vec const& out_lo, index_vec const& out_hi, index_vec const& in_extent,
+             index_vec const& kernel, index_vec stride, index_vec pad_lo, index_vec pad_hi,
+             index_vec dilation) {
+        return bounds(rule(
+            make_box(out_lo, out_hi), in_extent, kernel,
+            params(std::move(stride), std::move(pad_lo), std::move(pad_hi), std::move(dilation))));
+      },
+      py::arg("out_lo"), py::arg("out_hi"), py::arg("in_extent"), py::arg("kernel"),
+      py::arg("stride") = index_vec{}, py::arg("pad_lo") = index_vec{},
+      py::arg("pad_hi") = index_vec{}, py::arg("dilation") = index_vec{}, doc.c_str());
+}
+
 } // namespace
 
 void bind_window(py::module_& m) {
@@ -70,37 +88,14 @@ void bind_window(py::module_& m) {
                    "spatial extents `in_extent` with window `kernel`.") +
        params_doc)
           .c_str());
-  m.def(
-      "window_input_span",
-      [](index_vec const& out_lo, index_vec const& out_hi, index_vec const& in_extent,
-         index_vec const& kernel, index_vec stride, index_vec pad_lo, index_vec pad_hi,
-         index_vec dilation) {
-        return bounds(halox::ops::conv_input_span(
-            make_box(out_lo, out_hi), in_extent, kernel,
-            params(std::move(stride), std::move(pad_lo), std::move(pad_hi), std::move(dilation))));
-      },
-      py::arg("out_lo"), py::arg("out_hi"), py::arg("in_extent"), py::arg("kernel"),
-      py::arg("stride") = index_vec{}, py::arg("pad_lo") = index_vec{},
-      py::arg("pad_hi") = index_vec{}, py::arg("dilation") = index_vec{},
-      (std::string("(lo, hi) of the input positions, padding included (lo may be negative, hi "
-                   "past the extent), that the windows of the output box [out_lo, out_hi) read: "
-                   "the halo a distributed window operator needs when padding is stored as halo "
-                   "cells.") +
-       params_doc)
-          .c_str());
-  m.def(
-      "window_input_footprint",
-      [](index_vec const& out_lo, index_vec const& out_hi, index_vec const& in_extent,
-         index_vec const& kernel, index_vec stride, index_vec pad_lo, index_vec pad_hi,
-         index_vec dilation) {
-        return bounds(halox::ops::conv_input_footprint(
-            make_box(out_lo, out_hi), in_extent, kernel,
-            params(std::move(stride), std::move(pad_lo), std::move(pad_hi), std::move(dilation))));
-      },
-      py::arg("out_lo"), py::arg("out_hi"), py::arg("in_extent"), py::arg("kernel"),
-      py::arg("stride") = index_vec{}, py::arg("pad_lo") = index_vec{},
-      py::arg("pad_hi") = index_vec{}, py::arg("dilation") = index_vec{},
-      "As window_input_span, clipped to the input [0, in_extent) (empty: all zeros).");
+  def_box_rule(m, "window_input_span", &halox::ops::conv_input_span,
+               std::string("(lo, hi) of the input positions, padding included (lo may be "
+                           "negative, hi past the extent), that the windows of the output box "
+                           "[out_lo, out_hi) read: the halo a distributed window operator needs "
+                           "when padding is stored as halo cells.") +
+                   params_doc);
+  def_box_rule(m, "window_input_footprint", &halox::ops::conv_input_footprint,
+               "As window_input_span, clipped to the input [0, in_extent) (empty: all zeros).");
 }
 
 } // namespace halox_py
