@@ -151,7 +151,7 @@ std::size_t context::plans_built() const noexcept { return state_->plans; }
 double context::timeout_seconds() const noexcept { return state_->timeout; }
 bool context::check_execute() const noexcept { return state_->check_execute; }
 int context::selected_device() const noexcept { return state_->device; }
-bool context::has_nccl() const noexcept { return static_cast<bool>(state_->nccl); }
+bool context::has_nccl() const noexcept { return state_->transports.started("nccl"); }
 std::size_t context::bytes_in_use(memory_kind kind) const noexcept {
   return state_->in_use[static_cast<int>(kind)];
 }
@@ -163,10 +163,7 @@ std::string context::describe() const {
      << bytes_in_use(memory_kind::pinned_host) << " B pinned / "
      << bytes_in_use(memory_kind::device) << " B device in use, "
      << (state_->alloc.allocate ? "caller allocator" : "halox allocations") << ", NCCL "
-     << (has_nccl() ? "created" : "not created") << ", UCX "
-     << (state_->ucx                   ? "started"
-         : state_->ucx_failure.empty() ? "not started"
-                                       : "failed: " + state_->ucx_failure);
+     << (has_nccl() ? "created" : "not created") << ", UCX " << state_->transports.state("ucx");
   if (state_->device >= 0) os << ", selected " << state_->device_reason;
   return os.str();
 }

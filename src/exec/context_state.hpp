@@ -1,9 +1,10 @@
 #pragma once
 // What a halox::context holds, shared by its plans and their executors: the private
-// communicator, the allocator, the tag counter and the device resources made on demand.
+// communicator, the allocator, the tag counter and the transports' resources made on demand.
 // Defined at the executor layer, because executors draw on it; plans only pass it along.
 
 #include "exec/peer_notice.hpp"
+#include "exec/transport_resources.hpp"
 #include <halox/context.hpp>
 
 #include <halox/detail/mpi_handle.hpp>
@@ -31,15 +32,10 @@ struct halox::context::state {
   std::size_t tag_base = 0;            ///< where this context's tags start (see make_state)
   allocator alloc;                     ///< empty: halox's own allocations
   std::array<std::size_t, 3> in_use{}; ///< bytes held, per memory_kind
-  /// The NCCL communicator (an owner of ncclComm_t, type-erased so that this header needs no
-  /// NCCL); created by the first nccl executor, at plan construction.
-  std::shared_ptr<void> nccl;
-  /// The UCX transport (UCP context, worker, endpoints; an owner of detail::ucx_transport, type
-  /// erased likewise); created by the first ucx executor, at plan construction, collectively.
-  std::shared_ptr<void> ucx;
-  /// Why UCX could not start on this context (the same on every rank); empty when it did or was
-  /// never tried. Later ucx plans fail with it at once instead of bootstrapping again.
-  std::string ucx_failure;
+  /// Each transport's resources (the UCX worker and endpoints, the NCCL communicator), made by
+  /// its first executor at plan construction, or why the transport could not start. Destroyed
+  /// before `comm`.
+  detail::transport_slots transports;
   /// Why no plan of this context may run or be built any more (empty: they may). Set, on every
   /// rank of an exchange alike, when a collective exchange was left unfinished (a rank failed
   /// at execute, or a wait timed out): the next collective on `comm` would be matched with it.

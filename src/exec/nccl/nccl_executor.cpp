@@ -43,12 +43,18 @@ unique_nccl_comm make_nccl_comm(MPI_Comm comm) {
 
 // The context's NCCL communicator, made on first use. Every rank builds the same executors in
 // the same order (plans are built collectively), so all reach the creation together.
+struct nccl_resources final : transport_resources {
+  explicit nccl_resources(unique_nccl_comm c) : comm(std::move(c)) {}
+  unique_nccl_comm comm;
+};
+
 ncclComm_t context_nccl_comm(context_state& ctx) {
-  if (!ctx.nccl) {
-    auto owner = std::make_shared<unique_nccl_comm>(make_nccl_comm(ctx.comm.get()));
-    ctx.nccl = owner;
+  auto r = ctx.transports.find<nccl_resources>("nccl");
+  if (!r) {
+    r = std::make_shared<nccl_resources>(make_nccl_comm(ctx.comm.get()));
+    ctx.transports.keep("nccl", r);
   }
-  return static_cast<unique_nccl_comm*>(ctx.nccl.get())->get();
+  return r->comm.get();
 }
 
 class nccl_executor final : public executor {

@@ -214,8 +214,8 @@ ucp_ep_h ucx_transport::endpoint(int peer) {
 }
 
 std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx, double timeout) {
-  if (ctx.ucx) return std::static_pointer_cast<ucx_transport>(ctx.ucx);
-  if (!ctx.ucx_failure.empty()) throw error(errc::ucx_error, ctx.ucx_failure);
+  if (auto t = ctx.transports.find<ucx_transport>("ucx")) return t;
+  if (auto why = ctx.transports.failure("ucx"); !why.empty()) throw error(errc::ucx_error, why);
   MPI_Comm const comm = ctx.comm.get();
 
   // Whether every rank runs on this node (the same node id everywhere): it sets the default
@@ -249,10 +249,11 @@ std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx, double timeo
   if (failed >= 0) {
     // The lowest failing rank's reason goes to everyone, so every rank's error explains it.
     std::string const why = broadcast_text(local, failed, comm, timeout, what);
-    ctx.ucx_failure = !local.empty() ? local
-                                     : "UCX could not start on rank " + std::to_string(failed) +
-                                           " of the communicator: " + why;
-    throw error(errc::ucx_error, ctx.ucx_failure);
+    std::string reason = !local.empty() ? local
+                                        : "UCX could not start on rank " + std::to_string(failed) +
+                                              " of the communicator: " + why;
+    ctx.transports.fail("ucx", reason);
+    throw error(errc::ucx_error, reason);
   }
   std::vector<int> displs(lens.size(), 0);
   for (std::size_t r = 1; r < lens.size(); ++r) displs[r] = displs[r - 1] + lens[r - 1];
@@ -264,7 +265,7 @@ std::shared_ptr<ucx_transport> ucx_transport_of(context_state& ctx, double timeo
   for (std::size_t r = 0; r < lens.size(); ++r)
     peers[r].assign(all.begin() + displs[r], all.begin() + displs[r] + lens[r]);
   t->set_peers(std::move(peers));
-  ctx.ucx = t;
+  ctx.transports.keep("ucx", t);
   return t;
 }
 

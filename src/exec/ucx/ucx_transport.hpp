@@ -77,8 +77,8 @@ inline constexpr int yield_after_idle = 128;
 /// string, `what` it was for, and the fix.
 [[noreturn]] void throw_ucx_error(ucs_status_t status, char const* call, std::string const& what);
 
-/// UCP context + worker + endpoints of one halox context.
-class ucx_transport {
+/// UCP context + worker + endpoints of one halox context (kept in its transport_slots as "ucx").
+class ucx_transport final : public transport_resources {
 public:
   /// Creates the context and the worker (local; throws `halox::error` on failure). `one_node`:
   /// every rank of the context runs on this node, so UCX's rendezvous threshold defaults to
