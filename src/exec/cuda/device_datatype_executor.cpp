@@ -7,8 +7,7 @@
 // buffer, relative to that buffer, built once whatever the buffer addresses.
 
 #include "exec/cuda/device_backends.hpp"
-#include "exec/cuda/device_pack.hpp"
-#include "exec/cuda/stream_order.hpp"
+#include "exec/cuda/device_executor.hpp"
 #include "exec/mpi/mpi_types.hpp"
 
 #include <halox/error.hpp>
@@ -19,13 +18,12 @@ namespace halox::detail {
 
 namespace {
 
-class device_datatype_executor final : public executor {
+class device_datatype_executor final : public device_executor {
 public:
   device_datatype_executor(schedule s, exec_config const& cfg)
-      : executor(std::move(s), cfg), pack_(sched_, {false, true, cfg.fill_value, true}, cfg_.ctx),
+      : device_executor(std::move(s), cfg, {false, true, cfg.fill_value, true}),
         ready_(make_sync_event()), types_(sched_) {
     require_cuda_aware_mpi(cfg_.comm, kind());
-    stream_area_ = reserve(memory_kind::device, pack_.stream_bytes());
     for (auto const o : pack_.layout().recv_offset)
       landing_offset_.push_back(static_cast<std::size_t>(o));
     reqs_.assign(types_.requests(), MPI_REQUEST_NULL);
@@ -35,10 +33,6 @@ public:
   [[nodiscard]] backend kind() const noexcept override { return backend::device_mpi_datatype; }
 
 protected:
-  void on_bind() override {
-    pack_.set_stream(reinterpret_cast<unsigned char*>(ws(memory_kind::device, stream_area_)));
-  }
-
   void post(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
     bool const combine = op_ != combine_op::replace;
@@ -66,12 +60,9 @@ protected:
   }
 
 private:
-  device_pack pack_;
   unique_event ready_;
-  stream_order order_; // after the buffers: its destructor waits for the last unpack
   part_exchange types_;
   std::vector<std::size_t> landing_offset_; // receive message i's parts land at stream + this
-  std::size_t stream_area_ = 0;
 };
 
 } // namespace

@@ -10,8 +10,7 @@
 // The packed stream is device workspace; staged_mpi's host copy of it is pinned workspace.
 
 #include "exec/cuda/device_backends.hpp"
-#include "exec/cuda/device_pack.hpp"
-#include "exec/cuda/stream_order.hpp"
+#include "exec/cuda/device_executor.hpp"
 
 #include <halox/error.hpp>
 
@@ -21,16 +20,15 @@ namespace halox::detail {
 
 namespace {
 
-class mpi_device_executor final : public executor {
+class mpi_device_executor final : public device_executor {
 public:
   mpi_device_executor(schedule s, exec_config const& cfg, bool staged)
-      : executor(std::move(s), cfg), staged_(staged),
-        pack_(sched_, {true, true, cfg.fill_value}, cfg_.ctx), packed_(make_sync_event()) {
+      : device_executor(std::move(s), cfg, {true, true, cfg.fill_value}), staged_(staged),
+        packed_(make_sync_event()) {
     if (!staged_) require_cuda_aware_mpi(cfg_.comm, kind());
     auto const& l = pack_.layout();
     for (auto const& m : sched_.recvs) rcount_.push_back(mpi_int_count(m.bytes, "a message"));
     for (auto const& m : sched_.sends) scount_.push_back(mpi_int_count(m.bytes, "a message"));
-    stream_area_ = reserve(memory_kind::device, pack_.stream_bytes());
     if (staged_)
       host_area_ =
           reserve(memory_kind::pinned_host, static_cast<std::size_t>(l.recv_lo + l.recv_bytes));
@@ -44,10 +42,6 @@ public:
   }
 
 protected:
-  void on_bind() override {
-    pack_.set_stream(reinterpret_cast<unsigned char*>(ws(memory_kind::device, stream_area_)));
-  }
-
   void post(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
     auto const& l = pack_.layout();
@@ -97,11 +91,9 @@ private:
   }
 
   bool staged_;
-  device_pack pack_;
   unique_event packed_;
-  std::size_t stream_area_ = 0, host_area_ = 0;
+  std::size_t host_area_ = 0;
   std::vector<int> rcount_, scount_;
-  stream_order order_; // after the buffers: its destructor waits for the last unpack
 };
 
 } // namespace

@@ -8,8 +8,7 @@
 
 #include "exec/nccl/nccl_executor.hpp"
 
-#include "exec/cuda/device_pack.hpp"
-#include "exec/cuda/stream_order.hpp"
+#include "exec/cuda/device_executor.hpp"
 
 #include "exec/cuda/cuda_handle.hpp"
 #include <halox/error.hpp>
@@ -57,21 +56,15 @@ ncclComm_t context_nccl_comm(context_state& ctx) {
   return r->comm.get();
 }
 
-class nccl_executor final : public executor {
+class nccl_executor final : public device_executor {
 public:
   nccl_executor(schedule s, exec_config const& cfg)
-      : executor(std::move(s), cfg), pack_(sched_, {true, true, cfg.fill_value}, cfg_.ctx),
-        comm_(context_nccl_comm(*cfg_.ctx)) {
-    stream_area_ = reserve(memory_kind::device, pack_.stream_bytes());
-  }
+      : device_executor(std::move(s), cfg, {true, true, cfg.fill_value}),
+        comm_(context_nccl_comm(*cfg_.ctx)) {}
 
   [[nodiscard]] backend kind() const noexcept override { return backend::nccl; }
 
 protected:
-  void on_bind() override {
-    pack_.set_stream(reinterpret_cast<unsigned char*>(ws(memory_kind::device, stream_area_)));
-  }
-
   void post(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
     // The previous unpack may run on another stream; receive only after it has read the area.
@@ -103,10 +96,7 @@ protected:
   }
 
 private:
-  device_pack pack_;
   ncclComm_t comm_; // owned by the context, which the executor's config keeps alive
-  std::size_t stream_area_ = 0;
-  stream_order order_; // after the buffers: its destructor waits for the last unpack
 };
 
 } // namespace
