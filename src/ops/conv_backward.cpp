@@ -18,22 +18,6 @@ namespace {
 
 constexpr auto bad = errc::invalid_argument;
 
-void require_same_batch(char const* op, char const* a, dims const& sa, char const* b,
-                        dims const& sb) {
-  HALOX_REQUIRE(sa[0] == sb[0], bad,
-                std::string(op) + ": " + a + " " + fmt(sa) + " has batch " + std::to_string(sa[0]) +
-                    " but " + b + " " + fmt(sb) + " has " + std::to_string(sb[0]));
-}
-
-// dy must have the Cout of `wname` (shape `ws`); the message is built only on failure.
-void require_channels(char const* op, char const* name, dims const& shape, index_t expected,
-                      char const* wname, dims const& ws) {
-  HALOX_REQUIRE(shape[1] == expected, bad,
-                std::string(op) + ": " + name + " " + fmt(shape) + " has " +
-                    std::to_string(shape[1]) + " channels; expected " + std::to_string(expected) +
-                    " (Cout of " + wname + " " + fmt(ws) + ")");
-}
-
 // dx[n, :, ib] = W^T-gather: each input position collects dy at the outputs that read it. Done
 // as a gather (not a col2im scatter) so any sub-box of dx is computed independently.
 template <class T> void backward_data_kernel(conv_problem const& cp, block3<T const> const& dy,
@@ -149,36 +133,18 @@ template <class T> void backward_data_impl(char const* op, const_block_ref<T> co
                                            dims const& in_extent, const_tensor_ref<T> const& w,
                                            block_ref<T> const& dx, box const& in_box,
                                            conv_params const& p) {
-  int const nsp = spatial_dims(op, "dx", dx.ref.rank());
-  block3<T> dxb = to_block3(op, "dx", dx, nsp);
-  block3<T const> dyb = to_block3(op, "dy", dy, nsp);
-  conv_problem cp = make_conv_problem(op, nsp, in_extent, dxb.c, w, p);
-  require_channels(op, "dy", dy.ref.shape, cp.cout, "w", w.shape);
-  require_same_batch(op, "dy", dy.ref.shape, "dx", dx.ref.shape);
-  box3 ib = to_box3(op, "in_box", in_box, nsp);
-  require_inside(op, "in_box", ib, cp.w, true);
-  require_covers(op, "dx", dxb, ib, nsp, "in_box");
-  require_covers(op, "dy", dyb, output_footprint(cp.w, ib), nsp, "the output footprint of in_box");
-  backward_data_kernel(cp, dyb, pack_weights(w, cp.w, true), dxb, ib);
+  auto const c = check_conv_backward_data(op, dy, in_extent, w, dx, in_box, p);
+  backward_data_kernel(c.cp, c.dy, pack_weights(w, c.cp.w, true), c.dx, c.in);
 }
 
 template <class T> void backward_weights_impl(char const* op, const_block_ref<T> const& x,
                                               dims const& in_extent, const_block_ref<T> const& dy,
                                               tensor_ref<T> const& dw, box const& out_box,
                                               conv_params const& p) {
-  int const nsp = spatial_dims(op, "x", x.ref.rank());
-  block3<T const> xb = to_block3(op, "x", x, nsp);
-  block3<T const> dyb = to_block3(op, "dy", dy, nsp);
-  conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, dw, p);
-  require_channels(op, "dy", dy.ref.shape, cp.cout, "dw", dw.shape);
-  require_same_batch(op, "dy", dy.ref.shape, "x", x.ref.shape);
-  box3 ob = to_box3(op, "out_box", out_box, nsp);
-  require_inside(op, "out_box", ob, cp.w, false);
-  require_covers(op, "dy", dyb, ob, nsp, "out_box");
-  require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
+  auto const c = check_conv_backward_weights(op, x, in_extent, dy, dw, out_box, p);
   thread_local std::vector<double> acc; // reused: steady-state steps allocate nothing
-  backward_weights_kernel(cp, xb, dyb, ob, acc);
-  add_to_weights(acc, cp.w, dw);
+  backward_weights_kernel(c.cp, c.x, c.dy, c.out, acc);
+  add_to_weights(acc, c.cp.w, dw);
 }
 
 template <class T>

@@ -41,6 +41,47 @@ template <class T> conv_problem make_conv_problem(char const* op, int nsp, dims 
                                                   index_t cin, tensor_ref<T> const& w,
                                                   conv_params const& p);
 
+/// A convolution on boxes, checked the same way by every provider before it computes: the
+/// spatial rank, the blocks, the weights against the channels, the batch and channel agreement
+/// of the tensors, the box inside the layer, and blocks that cover what the box reads and
+/// writes. Errors name the tensor, its shape and what it must be.
+template <class T> struct conv_forward_check {
+  int nsp = 0;
+  block3<T const> x;
+  block3<T> y;
+  conv_problem cp;
+  box3 out; ///< the outputs to compute
+};
+template <class T>
+conv_forward_check<T> check_conv_forward(char const* op, const_block_ref<T> const& x,
+                                         dims const& in_extent, const_tensor_ref<T> const& w,
+                                         block_ref<T> const& y, box const& out_box,
+                                         conv_params const& p);
+
+template <class T> struct conv_backward_data_check {
+  int nsp = 0;
+  block3<T const> dy;
+  block3<T> dx;
+  conv_problem cp;
+  box3 in;            ///< the input gradients to compute
+  box3 out_footprint; ///< the outputs whose windows read `in`
+};
+template <class T> conv_backward_data_check<T>
+check_conv_backward_data(char const* op, const_block_ref<T> const& dy, dims const& in_extent,
+                         const_tensor_ref<T> const& w, block_ref<T> const& dx, box const& in_box,
+                         conv_params const& p);
+
+template <class T> struct conv_backward_weights_check {
+  int nsp = 0;
+  block3<T const> x, dy;
+  conv_problem cp;
+  box3 out; ///< the outputs whose gradients are summed
+};
+template <class T> conv_backward_weights_check<T>
+check_conv_backward_weights(char const* op, const_block_ref<T> const& x, dims const& in_extent,
+                            const_block_ref<T> const& dy, tensor_ref<T> const& dw,
+                            box const& out_box, conv_params const& p);
+
 /// Weights as a dense row-major [Cout][Cin * kvol] matrix (columns in (ci, k) order), or when
 /// `transposed` as [Cin][Cout * kvol] (columns in (co, k) order) for backward-data. The matrix
 /// lives in the calling thread's scratch, valid until its next call.

@@ -112,23 +112,8 @@ template <class T> void forward_impl(char const* op, const_block_ref<T> const& x
                                      dims const& in_extent, const_tensor_ref<T> const& w,
                                      T const* bias, block_ref<T> const& y, box const& out_box,
                                      conv_params const& p) {
-  constexpr auto bad = errc::invalid_argument;
-  int const nsp = spatial_dims(op, "x", x.ref.rank());
-  block3<T const> xb = to_block3(op, "x", x, nsp);
-  block3<T> yb = to_block3(op, "y", y, nsp);
-  conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, w, p);
-  HALOX_REQUIRE(yb.c == cp.cout, bad,
-                std::string(op) + ": y " + fmt(y.ref.shape) + " has " + std::to_string(yb.c) +
-                    " channels but w " + fmt(w.shape) + " produces " + std::to_string(cp.cout) +
-                    "; y must be [N, " + std::to_string(cp.cout) + ", out...]");
-  HALOX_REQUIRE(yb.n == xb.n, bad,
-                std::string(op) + ": y " + fmt(y.ref.shape) + " has batch " + std::to_string(yb.n) +
-                    " but x " + fmt(x.ref.shape) + " has " + std::to_string(xb.n));
-  box3 ob = to_box3(op, "out_box", out_box, nsp);
-  require_inside(op, "out_box", ob, cp.w, false);
-  require_covers(op, "y", yb, ob, nsp, "out_box");
-  require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
-  forward_kernel(cp, xb, pack_weights(w, cp.w, false), bias, yb, ob);
+  auto const c = check_conv_forward(op, x, in_extent, w, y, out_box, p);
+  forward_kernel(c.cp, c.x, pack_weights(w, c.cp.w, false), bias, c.y, c.out);
 }
 
 } // namespace

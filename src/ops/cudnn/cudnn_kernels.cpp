@@ -172,18 +172,9 @@ public:
                     T const* bias, block_ref<T> y, box const& out_box,
                     conv_params const& p) override {
     char const* op = "conv_forward_box (cudnn)";
-    int const nsp = spatial_dims(op, "x", x.ref.rank());
-    block3<T const> xb = to_block3(op, "x", x, nsp);
-    block3<T> yb = to_block3(op, "y", y, nsp);
-    window3 const g = make_conv_problem(op, nsp, in_extent, xb.c, w, p).w;
-    index_t const cin = xb.c, cout = w.shape[0];
-    HALOX_REQUIRE(yb.c == cout && yb.n == xb.n, bad,
-                  std::string(op) + ": y " + fmt(y.ref.shape) + " must be [" +
-                      std::to_string(xb.n) + ", " + std::to_string(cout) + ", out...]");
-    box3 const ob = to_box3(op, "out_box", out_box, nsp);
-    require_inside(op, "out_box", ob, g, false);
-    require_covers(op, "y", yb, ob, nsp, "out_box");
-    require_covers(op, "x", xb, input_footprint(g, ob), nsp, "the input footprint of out_box");
+    auto const [nsp, xb, yb, cp, ob] = check_conv_forward(op, x, in_extent, w, y, out_box, p);
+    window3 const& g = cp.w;
+    index_t const cin = cp.cin, cout = cp.cout;
     require_device(op, {x.ref.data, w.data, y.ref.data});
     if (ob.volume() == 0 || xb.n == 0 || cout == 0) return;
     box3 src;
@@ -201,19 +192,10 @@ public:
   void conv_backward_data(const_block_ref<T> dy, dims const& in_extent, const_tensor_ref<T> w,
                           block_ref<T> dx, box const& in_box, conv_params const& p) override {
     char const* op = "conv_backward_data_box (cudnn)";
-    int const nsp = spatial_dims(op, "dx", dx.ref.rank());
-    block3<T> dxb = to_block3(op, "dx", dx, nsp);
-    block3<T const> dyb = to_block3(op, "dy", dy, nsp);
-    window3 const g = make_conv_problem(op, nsp, in_extent, dxb.c, w, p).w;
-    index_t const cin = dxb.c, cout = w.shape[0];
-    HALOX_REQUIRE(dyb.c == cout && dyb.n == dxb.n, bad,
-                  std::string(op) + ": dy " + fmt(dy.ref.shape) + " must be [" +
-                      std::to_string(dxb.n) + ", " + std::to_string(cout) + ", out...]");
-    box3 const ib = to_box3(op, "in_box", in_box, nsp);
-    require_inside(op, "in_box", ib, g, true);
-    require_covers(op, "dx", dxb, ib, nsp, "in_box");
-    box3 const ofp = output_footprint(g, ib);
-    require_covers(op, "dy", dyb, ofp, nsp, "the output footprint of in_box");
+    auto const [nsp, dyb, dxb, cp, ib, ofp] =
+        check_conv_backward_data(op, dy, in_extent, w, dx, in_box, p);
+    window3 const& g = cp.w;
+    index_t const cin = cp.cin, cout = cp.cout;
     require_device(op, {dy.ref.data, w.data, dx.ref.data});
     if (ib.volume() == 0 || dxb.n == 0 || cin == 0) return;
     view dxv = make_view(dxb, nsp, ib, cin);
@@ -285,23 +267,15 @@ public:
   void conv_backward_weights(const_block_ref<T> x, dims const& in_extent, const_block_ref<T> dy,
                              tensor_ref<T> dw, box const& out_box, conv_params const& p) override {
     char const* op = "conv_backward_weights_box (cudnn)";
-    int const nsp = spatial_dims(op, "x", x.ref.rank());
-    block3<T const> xb = to_block3(op, "x", x, nsp);
-    block3<T const> dyb = to_block3(op, "dy", dy, nsp);
     check_ref(op, "dw", dw);
     HALOX_REQUIRE(dw.strides == contiguous_strides(dw.shape), bad,
                   std::string(op) + ": dw " + fmt(dw.shape) +
                       " must be dense row-major (cuDNN filters are packed); pass a contiguous "
                       "buffer");
-    window3 const g = make_conv_problem(op, nsp, in_extent, xb.c, dw, p).w;
-    index_t const cin = xb.c, cout = dw.shape[0];
-    HALOX_REQUIRE(dyb.c == cout && dyb.n == xb.n, bad,
-                  std::string(op) + ": dy " + fmt(dy.ref.shape) + " must be [" +
-                      std::to_string(xb.n) + ", " + std::to_string(cout) + ", out...]");
-    box3 const ob = to_box3(op, "out_box", out_box, nsp);
-    require_inside(op, "out_box", ob, g, false);
-    require_covers(op, "dy", dyb, ob, nsp, "out_box");
-    require_covers(op, "x", xb, input_footprint(g, ob), nsp, "the input footprint of out_box");
+    auto const [nsp, xb, dyb, cp, ob] =
+        check_conv_backward_weights(op, x, in_extent, dy, dw, out_box, p);
+    window3 const& g = cp.w;
+    index_t const cin = cp.cin, cout = cp.cout;
     require_device(op, {x.ref.data, dy.ref.data, dw.data});
     box3 src;
     win wd;

@@ -80,18 +80,7 @@ public:
                const_tensor_ref<float> const& w, float const* bias, block_ref<float> const& y,
                box const& out_box, conv_params const& p, bool relu) {
     char const* op = "conv_forward_box (onednn)";
-    int const nsp = spatial_dims(op, "x", x.ref.rank());
-    block3<float const> xb = to_block3(op, "x", x, nsp);
-    block3<float> yb = to_block3(op, "y", y, nsp);
-    conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, w, p);
-    HALOX_REQUIRE(yb.c == cp.cout && yb.n == xb.n, bad,
-                  std::string(op) + ": y " + fmt(y.ref.shape) + " must be [" +
-                      std::to_string(xb.n) + ", " + std::to_string(cp.cout) + ", out...] for x " +
-                      fmt(x.ref.shape) + " and w " + fmt(w.shape));
-    box3 ob = to_box3(op, "out_box", out_box, nsp);
-    require_inside(op, "out_box", ob, cp.w, false);
-    require_covers(op, "y", yb, ob, nsp, "out_box");
-    require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
+    auto const [nsp, xb, yb, cp, ob] = check_conv_forward(op, x, in_extent, w, y, out_box, p);
     if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0) return;
     conv_job& j = job_;
     reset(j);
@@ -120,19 +109,8 @@ public:
                           const_tensor_ref<float> w, block_ref<float> dx, box const& in_box,
                           conv_params const& p) override {
     char const* op = "conv_backward_data_box (onednn)";
-    int const nsp = spatial_dims(op, "dx", dx.ref.rank());
-    block3<float> dxb = to_block3(op, "dx", dx, nsp);
-    block3<float const> dyb = to_block3(op, "dy", dy, nsp);
-    conv_problem cp = make_conv_problem(op, nsp, in_extent, dxb.c, w, p);
-    HALOX_REQUIRE(dyb.c == cp.cout && dyb.n == dxb.n, bad,
-                  std::string(op) + ": dy " + fmt(dy.ref.shape) + " must be [" +
-                      std::to_string(dxb.n) + ", " + std::to_string(cp.cout) + ", out...] for dx " +
-                      fmt(dx.ref.shape) + " and w " + fmt(w.shape));
-    box3 ib = to_box3(op, "in_box", in_box, nsp);
-    require_inside(op, "in_box", ib, cp.w, true);
-    require_covers(op, "dx", dxb, ib, nsp, "in_box");
-    box3 const ofp = output_footprint(cp.w, ib);
-    require_covers(op, "dy", dyb, ofp, nsp, "the output footprint of in_box");
+    auto const [nsp, dyb, dxb, cp, ib, ofp] =
+        check_conv_backward_data(op, dy, in_extent, w, dx, in_box, p);
     if (ib.volume() == 0 || dxb.n == 0 || cp.cin == 0) return;
     if (ofp.volume() == 0 || cp.cout == 0) { // no output reads these inputs: dx = 0
       ref_->conv_backward_data(dy, in_extent, w, dx, in_box, p);
@@ -194,18 +172,8 @@ public:
                              const_block_ref<float> dy, tensor_ref<float> dw, box const& out_box,
                              conv_params const& p) override {
     char const* op = "conv_backward_weights_box (onednn)";
-    int const nsp = spatial_dims(op, "x", x.ref.rank());
-    block3<float const> xb = to_block3(op, "x", x, nsp);
-    block3<float const> dyb = to_block3(op, "dy", dy, nsp);
-    conv_problem cp = make_conv_problem(op, nsp, in_extent, xb.c, dw, p);
-    HALOX_REQUIRE(dyb.c == cp.cout && dyb.n == xb.n, bad,
-                  std::string(op) + ": dy " + fmt(dy.ref.shape) + " must be [" +
-                      std::to_string(xb.n) + ", " + std::to_string(cp.cout) + ", out...] for x " +
-                      fmt(x.ref.shape) + " and dw " + fmt(dw.shape));
-    box3 ob = to_box3(op, "out_box", out_box, nsp);
-    require_inside(op, "out_box", ob, cp.w, false);
-    require_covers(op, "dy", dyb, ob, nsp, "out_box");
-    require_covers(op, "x", xb, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
+    auto const [nsp, xb, dyb, cp, ob] =
+        check_conv_backward_weights(op, x, in_extent, dy, dw, out_box, p);
     conv_job& j = job_;
     reset(j);
     index_t src_lo[s3];
