@@ -8,9 +8,12 @@ process with the same threads (the local-speed reference). Writes a markdown tab
 Both sides train the same network from the same model file (models/<model>-sample.model; the
 strategy variants are the same network split differently) with SGD with momentum, the same
 batch and the same threads per process. The median images/s over the steps after the first two
-(warm-up) is taken from each run's --log-json, and the median over --repeat runs is reported;
-the runs of all configurations are interleaved, so a change of machine load touches them alike.
-The time breakdown is the mean per step on rank 0.
+(warm-up) is taken from each run's --log-json, and the median over --repeat runs is reported.
+PyTorch trains on one fixed random batch; halox-train gets two batches of synthetic samples
+(--train-size), which it generates in the warm-up steps and then reads from its cache, so that
+neither side's timed steps include making data. The runs of all configurations are
+interleaved, so a change of machine load touches them alike. The time breakdown is the mean per
+step on rank 0.
 
 The last lines are the yardstick:
 
@@ -125,10 +128,17 @@ def main():
     ap.add_argument("--strategies", nargs="+", default=["sample", "spatial"])
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--train-size", type=int, default=None,
+                    help="synthetic training samples (default: two batches, so that the timed "
+                         "steps after the two warm-up steps read samples halox-train generated "
+                         "and cached in the warm-up, as PyTorch here trains on one fixed batch; "
+                         "pass more to time the generation of new samples too)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per configuration (median)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="bench-trainer")
     a = ap.parse_args()
+    if a.train_size is None:
+        a.train_size = 2 * a.batch
     here = os.path.dirname(os.path.abspath(__file__))
     load_at_start = os.getloadavg()[0]
     rows = []
@@ -142,6 +152,7 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".json") as log:
                 cmd = [a.mpiexec, "-n", str(n), a.train, "--model", f"{a.model}-{strategy}",
                        "--batch", str(a.batch), "--steps", str(a.steps), "--no-eval",
+                       "--train-size", str(a.train_size),
                        "--threads", str(a.threads), "--print-every", "1000", "--log-json", log.name]
                 subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
                 runs[(strategy, n)].append([json.loads(l) for l in open(log.name)][2:])
@@ -160,7 +171,8 @@ def main():
     rows.append({"impl": "pytorch " + __import__("torch").__version__, "strategy": "-", "ranks": 1,
                  "images_per_s": statistics.median(torch_runs), "runs": torch_runs})
     print(json.dumps(rows[-1]), flush=True)
-    meta = {"model": a.model, "batch": a.batch, "steps": a.steps, "threads": a.threads,
+    meta = {"model": a.model, "batch": a.batch, "steps": a.steps, "train_size": a.train_size,
+            "threads": a.threads,
             "repeat": a.repeat, "load_at_start": load_at_start,
             "mpiexec": a.mpiexec, "cores": os.cpu_count(), "command": " ".join(sys.argv)}
     json.dump({"meta": meta, "results": rows}, open(a.out + ".json", "w"), indent=1)
