@@ -1,7 +1,7 @@
 // choose_device on real devices (label `gpu`; skips with the reason when no device is visible):
 // the index is valid, closest_device agrees, and it is exactly what the pure chooser gives for
 // the inputs probe_node reads on this node; context_options::select_device makes it current.
-#include "core/device_select.hpp"
+#include "api/device_select.hpp"
 #include "gpu_support.hpp"
 #include "plan/device_choice.hpp"
 

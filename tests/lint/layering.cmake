@@ -1,39 +1,56 @@
 # Layering check: a lower layer must not include a higher one. Run as
 #   cmake -DSOURCE_DIR=<repo> -P tests/lint/layering.cmake
-# Layers, lowest first (the "Layout" section of README.md):
+# Layers, lowest first (docs/architecture.md; the "Layout" section of README.md):
 #   common    src/common/**                      shared helpers below everything
+#   model     src/model/**                       the vocabulary: descriptors, grids, distributions,
+#                                                element types, errors, topology
 #   plan      include/halox/detail/*.hpp, include/halox/{box,dtype,error,backend,distribution}.hpp,
-#             src/plan/**                        descriptors and pure planners (no MPI in src/plan)
-#   exec      src/exec/**                        executors
+#             src/plan/**                        pure planners and the schedule (no MPI in src/plan)
+#   exec      src/exec/**                        executors, the context's state and memory
 #   tune      src/tune/**                        backend selection: the race, the cache and the
 #                                                tuned executor (re-check and watch)
-#   core      src/core/**                        plans and the plan engine
+#   api       src/api/**                         contexts, the plan engine and the public plans
 #   ops       src/ops/**, include/halox/ops/**   operators: public <halox/...> headers, ops/
 #                                                internals and src/common (the shared vocabulary:
 #                                                strided regions, element types, settings)
-# Each rule is layer@files@regex of the include paths those files must not use.
+# Every .cpp/.hpp/.cu/.cuh file under src/ must sit in one of these folders (or src/tools, the
+# executables, which may include everything). Each rule is layer@files@regex of the include
+# paths those files must not use.
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "layering.cmake: pass -DSOURCE_DIR=<halox source tree>")
 endif()
 
-set(_higher_than_plan "core/|exec/|tune/|ops/|halox/ops/")
+set(_higher_than_plan "api/|exec/|tune/|ops/|halox/ops/")
 set(_rules
-  "common@src/common/*@^(${_higher_than_plan}|plan/)"
+  "common@src/common/*@^(model/|${_higher_than_plan}|plan/)"
+  "model@src/model/*@^(${_higher_than_plan}|plan/)"
   "plan@src/plan/*@^(${_higher_than_plan}|mpi\\.h$)"
-  "plan@include/halox/detail/*.hpp@^(${_higher_than_plan})"
-  "plan@include/halox/box.hpp@^(${_higher_than_plan})"
-  "plan@include/halox/dtype.hpp@^(${_higher_than_plan})"
-  "plan@include/halox/error.hpp@^(${_higher_than_plan})"
-  "plan@include/halox/backend.hpp@^(${_higher_than_plan})"
-  "plan@include/halox/distribution.hpp@^(${_higher_than_plan})"
-  "exec@src/exec/*@^(core/|tune/|ops/|halox/ops/)"
+  "plan@include/halox/detail/*.hpp@^(${_higher_than_plan}|model/)"
+  "plan@include/halox/box.hpp@^(${_higher_than_plan}|model/)"
+  "plan@include/halox/dtype.hpp@^(${_higher_than_plan}|model/)"
+  "plan@include/halox/error.hpp@^(${_higher_than_plan}|model/)"
+  "plan@include/halox/backend.hpp@^(${_higher_than_plan}|model/)"
+  "plan@include/halox/distribution.hpp@^(${_higher_than_plan}|model/)"
+  "exec@src/exec/*@^(api/|tune/|ops/|halox/ops/)"
   # The tuner drives executors through exec/executor.hpp and never a backend's own headers.
-  "tune@src/tune/*@^(core/|ops/|halox/ops/|exec/(cuda|nccl|ucx|cma|mpi|cpu)/)"
-  "core@src/core/*@^(ops/|halox/ops/)"
-  "ops@src/ops/*@^(core/|exec/|plan/|tune/)"
-  "ops@include/halox/ops/*@^(core/|exec/|plan/|tune/|common/)")
+  "tune@src/tune/*@^(api/|ops/|halox/ops/|exec/(cuda|nccl|ucx|cma|mpi|cpu)/)"
+  "api@src/api/*@^(ops/|halox/ops/)"
+  "ops@src/ops/*@^(api/|model/|exec/|plan/|tune/)"
+  "ops@include/halox/ops/*@^(api/|model/|exec/|plan/|tune/|common/)")
+
+# Every source file of src/ belongs to a layer folder.
+file(GLOB_RECURSE _src_files LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/src/*")
+foreach(f IN LISTS _src_files)
+  if(f MATCHES "\\.(h|hpp|cpp|cu|cuh)$" AND
+     NOT f MATCHES "^src/(common|model|plan|exec|tune|api|ops|tools)/")
+    string(APPEND _unlayered "\n  ${f}")
+  endif()
+endforeach()
 
 set(_violations "")
+if(_unlayered)
+  string(APPEND _violations "${_unlayered} (in no layer folder: move it into one, see the list above)")
+endif()
 set(_checked 0)
 foreach(rule IN LISTS _rules)
   # layer@glob@forbidden-include-regex ('@' because the regex holds '|' and ';' splits lists)

@@ -2,7 +2,7 @@
 // CUDA in the build, or without a visible device, every rank must get errc::unsupported naming
 // the cause (never a hang, never some ranks only); with a device, every rank gets an index.
 // The comparison against the pure chooser on probed inputs is in tests/gpu.
-#include "core/topology_probe.hpp"
+#include "model/topology_probe.hpp"
 #include "plan/device_choice.hpp"
 #include "support/mpi_helpers.hpp"
 

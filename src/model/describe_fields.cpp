@@ -1,4 +1,4 @@
-#include "core/describe_fields.hpp"
+#include "model/describe_fields.hpp"
 
 #include <sstream>
 

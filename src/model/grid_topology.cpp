@@ -7,7 +7,7 @@
 
 #include "common/agreement.hpp"
 #include "common/environment.hpp"
-#include "core/topology_probe.hpp"
+#include "model/topology_probe.hpp"
 
 #include <cmath>
 #include <cstdint>

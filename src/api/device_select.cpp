@@ -1,6 +1,6 @@
-#include "core/device_select.hpp"
+#include "api/device_select.hpp"
 #include "common/agreement.hpp"
-#include "core/topology_probe.hpp"
+#include "model/topology_probe.hpp"
 
 #include <halox/config.hpp>
 #include <halox/detail/mpi_handle.hpp>

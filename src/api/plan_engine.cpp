@@ -1,4 +1,4 @@
-#include "core/plan_engine.hpp"
+#include "api/plan_engine.hpp"
 
 #include "common/agreement.hpp"
 #include "tune/tuned_executor.hpp"

@@ -1,6 +1,6 @@
 // The public face of the collective check that plans run on their arguments.
 #include "common/agreement.hpp"
-#include "core/view_check.hpp"
+#include "model/view_check.hpp"
 
 #include <halox/collective.hpp>
 #include <halox/tensor_view.hpp>

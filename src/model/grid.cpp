@@ -3,7 +3,7 @@
 #include <halox/grid.hpp>
 
 #include "common/agreement.hpp"
-#include "core/checked_math.hpp"
+#include "model/checked_math.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -2,8 +2,8 @@
 #include <halox/tensor_desc.hpp>
 
 #include "common/agreement.hpp"
-#include "core/checked_math.hpp"
-#include "core/describe_fields.hpp"
+#include "model/checked_math.hpp"
+#include "model/describe_fields.hpp"
 
 #include <memory>
 #include <optional>

@@ -1,6 +1,6 @@
+#include "api/plan_engine.hpp"
 #include "common/agreement.hpp"
-#include "core/plan_engine.hpp"
-#include "core/view_check.hpp"
+#include "model/view_check.hpp"
 #include "plan/box_gather_planner.hpp"
 
 #include <halox/box_gather.hpp>

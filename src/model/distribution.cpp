@@ -1,7 +1,7 @@
 #include <halox/distribution.hpp>
 #include <halox/error.hpp>
 
-#include "core/checked_math.hpp"
+#include "model/checked_math.hpp"
 
 #include <algorithm>
 #include <numeric>

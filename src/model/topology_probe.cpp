@@ -1,4 +1,4 @@
-#include "core/topology_probe.hpp"
+#include "model/topology_probe.hpp"
 
 #include <halox/config.hpp>
 

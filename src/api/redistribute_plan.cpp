@@ -1,7 +1,7 @@
+#include "api/plan_engine.hpp"
 #include "common/agreement.hpp"
-#include "core/plan_engine.hpp"
-#include "core/view_check.hpp"
 #include "exec/cpu/pack.hpp"
+#include "model/view_check.hpp"
 #include "plan/redist_planner.hpp"
 
 #include <halox/error.hpp>
