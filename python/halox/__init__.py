@@ -57,6 +57,7 @@ from ._halox import (  # noqa: F401
     TensorDesc,
     as_comm,
     backend_from_string,
+    bn_merge_stats,
     choose_grid,
     comm_path,
     comm_self,

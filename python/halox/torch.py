@@ -601,23 +601,22 @@ class DistAvgPool3d(_DistAvgPoolNd, torch.nn.AvgPool3d):
 def _global_stats(x, comm):
     """Per-channel mean and (biased) variance of ``x`` over dims N and space of all processes
     of ``comm``, as float64 NumPy arrays, and the total count. Each process's count, mean and
-    variance (torch.var_mean) are gathered in one call and combined with Chan's formula, which
-    stays accurate when the mean is large against the spread."""
+    sum of squared deviations (from torch.var_mean) are gathered in one call and merged by
+    halox.bn_merge_stats, the merge of halox's C++ distributed batch norm (pairwise, accurate
+    when the mean is large against the spread)."""
     c = x.shape[1]
     dims = [0] + list(range(2, x.dim()))
     n = x.numel() // c if c else 0
-    mine = np.zeros((3, c))
+    mean, m2 = np.zeros(c), np.zeros(c)
     if n:
-        var, mean = torch.var_mean(x.detach(), dims, unbiased=False)
-        mine[1] = mean.double().cpu().numpy()
-        mine[2] = var.double().cpu().numpy()
-    mine[0] = n
-    allp = np.stack(halox.as_comm(comm).allgather(mine))
-    counts, means, variances = allp[:, 0], allp[:, 1], allp[:, 2]
-    total = counts.sum(0)
-    gmean = (counts * means).sum(0) / total
-    gvar = (counts * (variances + (means - gmean) ** 2)).sum(0) / total
-    return gmean, gvar, float(total[0]) if c else 0.0
+        var, m = torch.var_mean(x.detach(), dims, unbiased=False)
+        mean = m.double().cpu().numpy()
+        m2 = var.double().cpu().numpy() * n
+    parts = halox.as_comm(comm).allgather((n, mean, m2))
+    total, gmean, gm2 = halox.bn_merge_stats(parts)
+    if total == 0:
+        return np.zeros(c), np.zeros(c), 0.0
+    return gmean, gm2 / total, float(total)
 
 
 class _SpatialBatchNorm(torch.autograd.Function):

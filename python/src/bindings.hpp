@@ -12,5 +12,7 @@ void bind_descriptors(pybind11::module_& m);
 void bind_plans(pybind11::module_& m);
 /// Sliding-window geometry of the operators (window.cpp).
 void bind_window(pybind11::module_& m);
+/// The batch-norm statistics merge of the operators (batch_norm.cpp).
+void bind_batch_norm(pybind11::module_& m);
 
 } // namespace halox_py

@@ -77,4 +77,5 @@ PYBIND11_MODULE(_halox, m) {
   halox_py::bind_descriptors(m);
   halox_py::bind_plans(m);
   halox_py::bind_window(m);
+  halox_py::bind_batch_norm(m);
 }
