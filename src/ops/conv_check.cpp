@@ -26,6 +26,18 @@ void require_channels(char const* op, char const* name, dims const& shape, index
                     " (Cout of " + wname + " " + fmt(ws) + ")");
 }
 
+// The output box of a forward or backward-weights problem: inside the layer's output, covered
+// by `out` (y or dy, named `out_name`), and its input footprint covered by x.
+template <class T, class O> box3 check_out_box(char const* op, box const& out_box, int nsp,
+                                               conv_problem const& cp, char const* out_name,
+                                               block3<O> const& out, block3<T const> const& x) {
+  box3 const ob = to_box3(op, "out_box", out_box, nsp);
+  require_inside(op, "out_box", ob, cp.w, false);
+  require_covers(op, out_name, out, ob, nsp, "out_box");
+  require_covers(op, "x", x, input_footprint(cp.w, ob), nsp, "the input footprint of out_box");
+  return ob;
+}
+
 } // namespace
 
 template <class T>
@@ -40,11 +52,7 @@ conv_forward_check<T> check_conv_forward(char const* op, const_block_ref<T> cons
   c.cp = make_conv_problem(op, c.nsp, in_extent, c.x.c, w, p);
   require_channels(op, "y", y.ref.shape, c.cp.cout, "w", w.shape);
   require_same_batch(op, "y", y.ref.shape, "x", x.ref.shape);
-  c.out = to_box3(op, "out_box", out_box, c.nsp);
-  require_inside(op, "out_box", c.out, c.cp.w, false);
-  require_covers(op, "y", c.y, c.out, c.nsp, "out_box");
-  require_covers(op, "x", c.x, input_footprint(c.cp.w, c.out), c.nsp,
-                 "the input footprint of out_box");
+  c.out = check_out_box(op, out_box, c.nsp, c.cp, "y", c.y, c.x);
   return c;
 }
 
@@ -78,11 +86,7 @@ check_conv_backward_weights(char const* op, const_block_ref<T> const& x, dims co
   c.cp = make_conv_problem(op, c.nsp, in_extent, c.x.c, dw, p);
   require_channels(op, "dy", dy.ref.shape, c.cp.cout, "dw", dw.shape);
   require_same_batch(op, "dy", dy.ref.shape, "x", x.ref.shape);
-  c.out = to_box3(op, "out_box", out_box, c.nsp);
-  require_inside(op, "out_box", c.out, c.cp.w, false);
-  require_covers(op, "dy", c.dy, c.out, c.nsp, "out_box");
-  require_covers(op, "x", c.x, input_footprint(c.cp.w, c.out), c.nsp,
-                 "the input footprint of out_box");
+  c.out = check_out_box(op, out_box, c.nsp, c.cp, "dy", c.dy, c.x);
   return c;
 }
 
