@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <sstream>
-#include <unordered_map>
 
 #ifdef _OPENMP
 #include <omp.h>

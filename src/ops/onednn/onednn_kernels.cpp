@@ -21,8 +21,6 @@ using onednn::conv_job;
 using onednn::conv_kind;
 using onednn::memory;
 
-constexpr auto bad = errc::invalid_argument;
-
 // The real spatial dimension i (0-based) of an nsp-dimensional problem in the 3-D padded
 // geometry.
 inline int d3(int nsp, int i) { return s3 - nsp + i; }

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <sstream>
-#include <unordered_map>
 
 namespace halox::ops::detail::onednn {
 namespace {
