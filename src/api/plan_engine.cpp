@@ -1,5 +1,7 @@
 #include "api/plan_engine.hpp"
 
+#include "exec/backend_table.hpp"
+
 #include "common/agreement.hpp"
 #include "tune/tuned_executor.hpp"
 
@@ -287,10 +289,11 @@ std::string plan_engine::summary() const {
   for (auto const& m : forward_.sends) regions += m.regions.size();
   auto const ws = workspace_bytes();
   os << "backend " << to_string(selected()) << " (" << report_ << ")" << choice_note_
-     << fwd_->choice_summary() << "; " << forward_.sends.size() << " send peer(s), "
-     << forward_.recvs.size() << " receive peer(s), " << forward_.send_bytes() << " B out / "
-     << forward_.recv_bytes() << " B in per exchange, " << regions << " send region(s), "
-     << forward_.copies.size() << " local copy(ies); message tag " << cfg_.tag;
+     << fwd_->choice_summary() << "; " << backend_axes(selected()) << "; " << forward_.sends.size()
+     << " send peer(s), " << forward_.recvs.size() << " receive peer(s), " << forward_.send_bytes()
+     << " B out / " << forward_.recv_bytes() << " B in per exchange, " << regions
+     << " send region(s), " << forward_.copies.size() << " local copy(ies); message tag "
+     << cfg_.tag;
   if (auto const w = fwd_->wire_summary(); !w.empty()) os << "; " << w;
   os << "; workspace " << ws.host << " B host";
   if (ws.pinned_host) os << " + " << ws.pinned_host << " B pinned";

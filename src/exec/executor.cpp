@@ -35,19 +35,23 @@ void workspace_memory::orphan() noexcept {
   for (auto& b : blocks_) b.orphan();
 }
 
-void executor::settle(std::size_t first, std::size_t n) {
+void executor::settle(MPI_Request* reqs, std::size_t first, std::size_t n) {
   for (std::size_t i = first; i < first + n; ++i) {
     if (done_[i]) continue;
     int flag = 0;
-    HALOX_MPI_CHECK(MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE));
+    HALOX_MPI_CHECK(MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE));
     if (flag) done_[i] = 1;
   }
 }
 
-void executor::wait_all(std::size_t first, std::size_t n) {
+void executor::poll_watch() {
+  if (cfg_.watch) cfg_.watch->poll(to_string(kind()));
+}
+
+void executor::wait_all(MPI_Request* reqs, std::size_t first, std::size_t n) {
   if (n == 0) return;
   int const count = static_cast<int>(n);
-  MPI_Request* const r = reqs_.data() + first;
+  MPI_Request* const r = reqs + first;
   if (cfg_.timeout <= 0 && cfg_.watch == nullptr) {
     HALOX_MPI_CHECK(MPI_Waitall(count, r, MPI_STATUSES_IGNORE));
     return;
@@ -63,18 +67,18 @@ void executor::wait_all(std::size_t first, std::size_t n) {
                 done_.begin() + static_cast<std::ptrdiff_t>(first + n), char{1});
       return;
     }
-    if (cfg_.watch) cfg_.watch->poll(to_string(kind()));
+    poll_watch();
     if (bounded && clock_type::now() > until) {
-      settle(first, n);
+      settle(reqs, first, n);
       throw_timeout(first, n);
     }
   }
 }
 
-int executor::wait_any(std::size_t first, std::size_t n) {
+int executor::wait_any(MPI_Request* reqs, std::size_t first, std::size_t n) {
   if (n == 0) return MPI_UNDEFINED;
   int const count = static_cast<int>(n);
-  MPI_Request* const r = reqs_.data() + first;
+  MPI_Request* const r = reqs + first;
   int idx = MPI_UNDEFINED;
   if (cfg_.timeout <= 0 && cfg_.watch == nullptr) {
     HALOX_MPI_CHECK(MPI_Waitany(count, r, &idx, MPI_STATUS_IGNORE));
@@ -86,9 +90,9 @@ int executor::wait_any(std::size_t first, std::size_t n) {
       int flag = 0;
       HALOX_MPI_CHECK(MPI_Testany(count, r, &idx, &flag, MPI_STATUS_IGNORE));
       if (flag) break;
-      if (cfg_.watch) cfg_.watch->poll(to_string(kind()));
+      poll_watch();
       if (bounded && clock_type::now() > until) {
-        settle(first, n);
+        settle(reqs, first, n);
         throw_timeout(first, n);
       }
     }
@@ -181,26 +185,36 @@ bool executor::abandon(double grace) noexcept {
 }
 
 void executor::cancel_peer(int peer) noexcept {
-  if (collective_requests() || !mpi_alive()) return;
+  if (collective_requests()) return;
+  cancel_receives(reqs_.data(), reqs_.size(), peer);
+}
+
+void executor::cancel_receives(MPI_Request* reqs, std::size_t n, int peer) noexcept {
+  if (!mpi_alive()) return;
   // Receives only, each completed at once (a cancelled receive completes locally): a send to
   // the failed rank is eager and done, or is cancelled with the rest after the grace period,
   // and no request may be cancelled twice (Open MPI's ob1 does not survive it).
-  for (std::size_t i = 0; i < reqs_.size() && i < info_.size(); ++i) {
-    if (info_[i].peer != peer || !info_[i].recv || reqs_[i] == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&reqs_[i]);
-    MPI_Wait(&reqs_[i], MPI_STATUS_IGNORE);
+  for (std::size_t i = 0; i < n && i < info_.size(); ++i) {
+    if (info_[i].peer != peer || !info_[i].recv || reqs[i] == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&reqs[i]);
+    MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
     done_[i] = 1;
   }
 }
 
 bool executor::abandon_requests(double grace) noexcept {
+  return abandon_mpi(reqs_, grace, !collective_requests());
+}
+
+bool executor::abandon_mpi(std::vector<MPI_Request>& reqs, double grace,
+                           bool cancellable) noexcept {
   if (!mpi_alive()) return true;
-  auto const n = static_cast<int>(reqs_.size());
+  auto const n = static_cast<int>(reqs.size());
   auto all_done = [&](double seconds) {
     auto const until = deadline_after(seconds);
     do {
       int done = 0;
-      if (n == 0 || MPI_Testall(n, reqs_.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+      if (n == 0 || MPI_Testall(n, reqs.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
         return n == 0;
       if (done) return true;
     } while (clock_type::now() < until);
@@ -208,8 +222,8 @@ bool executor::abandon_requests(double grace) noexcept {
   };
   // Peers that still take part complete the exchange within moments.
   if (all_done(grace)) return true;
-  if (collective_requests()) return false; // a nonblocking collective cannot be cancelled
-  for (auto& r : reqs_)
+  if (!cancellable) return false; // a nonblocking collective cannot be cancelled
+  for (auto& r : reqs)
     if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
   if (all_done(grace > 0 ? grace : 0.2)) return true;
   return false;

@@ -145,6 +145,42 @@ public:
   /// collective), not only the schedule's peers: a rank that will not take part must tell all.
   [[nodiscard]] bool whole_communicator() const noexcept { return collective_requests(); }
 
+  // Bounded waits, for the executor and the transport it drives (exec/transport.hpp). Requests
+  // are numbered as `info_`: an exchange's receives first, then its sends.
+
+  /// Completes MPI requests `reqs[first, first + n)` within the plan's timeout when it has one
+  /// (each request then needs its `info_` entry, which names it in the error), and raises
+  /// errc::peer_failed when a peer's failure notice arrives meanwhile. `reqs` is indexed like
+  /// `info_`.
+  void wait_all(MPI_Request* reqs, std::size_t first, std::size_t n);
+  /// Completes one of `reqs[first, first + n)` not yet returned by this exchange and returns its
+  /// index (relative to first), within the timeout; MPI_UNDEFINED when none is left. Failure
+  /// notices as in `wait_all`.
+  int wait_any(MPI_Request* reqs, std::size_t first, std::size_t n);
+  /// Polls the plan's failure notices (throws errc::peer_failed when a peer failed).
+  void poll_watch();
+  /// True when a wait must poll (the plan has a timeout or a failure watch).
+  [[nodiscard]] bool waits_polled() const noexcept {
+    return cfg_.timeout > 0 || cfg_.watch != nullptr;
+  }
+  /// Seconds a wait may last (0: unbounded).
+  [[nodiscard]] double timeout() const noexcept { return cfg_.timeout; }
+  /// Per request: completed in this exchange (cleared by `start`).
+  [[nodiscard]] char* done_flags() noexcept { return done_.data(); }
+  /// What request `i` moves.
+  [[nodiscard]] request_info const& request(std::size_t i) const { return info_[i]; }
+  /// Throws `halox::error` (errc::timeout) naming the plan, its tag, the backend and the
+  /// requests of [first, first + n) not done, with the bytes they still move.
+  [[noreturn]] void throw_timeout(std::size_t first, std::size_t n);
+  /// Cancels the receives among `reqs[0, n)` from `peer` (a failed rank), marking them done.
+  void cancel_receives(MPI_Request* reqs, std::size_t n, int peer) noexcept;
+  /// Waits up to `grace` seconds for `reqs` to complete, then cancels them when `cancellable`
+  /// (a nonblocking collective is not); false when some could be neither completed nor cancelled.
+  [[nodiscard]] static bool abandon_mpi(std::vector<MPI_Request>& reqs, double grace,
+                                        bool cancellable) noexcept;
+  /// The configuration the executor was built with.
+  [[nodiscard]] exec_config const& config() const noexcept { return cfg_; }
+
 protected:
   /// Packs and posts the messages of the exchange on `bufs_` with `op_`.
   virtual void post(void* stream) = 0;
@@ -164,18 +200,17 @@ protected:
   /// works on `reqs_`, a backend with its own requests (UCX) overrides it.
   virtual void cancel_peer(int peer) noexcept;
 
-  /// Completes requests [first, first + n) of `reqs_`, within the plan's timeout when it has one
-  /// (then every request needs its `info_` entry, which names it in the error), and raises
-  /// errc::peer_failed when a peer's failure notice arrives meanwhile.
-  void wait_all(std::size_t first, std::size_t n);
-  /// Completes one of requests [first, first + n) not yet returned by this exchange and returns
-  /// its index (relative to first), within the timeout; MPI_UNDEFINED when none is left.
-  /// Failure notices as in `wait_all`.
-  int wait_any(std::size_t first, std::size_t n);
+  /// `wait_all` / `wait_any` on `reqs_`.
+  void wait_all(std::size_t first, std::size_t n) { wait_all(reqs_.data(), first, n); }
+  int wait_any(std::size_t first, std::size_t n) { return wait_any(reqs_.data(), first, n); }
   /// Describes requests (index, what they move) for the watchdog: fill at construction, one
   /// entry per `reqs_` entry.
   std::vector<request_info> info_;
 
+  /// The reservations so far (a transport adds its own at construction).
+  workspace_layout& layout() noexcept { return layout_; }
+  /// The bound workspace's base addresses.
+  [[nodiscard]] workspace_bases const& bases() const noexcept { return ws_; }
   /// Reserves a workspace area at construction; returns its offset.
   std::size_t reserve(memory_kind k, std::size_t bytes) { return layout_.reserve(k, bytes); }
   /// Address of a reserved area of the bound workspace.
@@ -195,11 +230,8 @@ protected:
   /// requests keeps it always.
   std::vector<char> done_;
 
-  /// Throws `halox::error` (errc::timeout) naming the plan, its tag, the backend and the
-  /// requests of [first, first + n) not `done_`, with the bytes they still move.
-  [[noreturn]] void throw_timeout(std::size_t first, std::size_t n);
-  /// Marks in `done_` the requests of [first, first + n) that completed (for the report).
-  void settle(std::size_t first, std::size_t n);
+  /// Marks in `done_` the requests of `reqs[first, first + n)` that completed (for the report).
+  void settle(MPI_Request* reqs, std::size_t first, std::size_t n);
 
 private:
   workspace_layout layout_;

@@ -7,7 +7,7 @@
 #include <halox/config.hpp>
 #include <halox/halox.hpp>
 #if HALOX_HAS_CMA
-#include "exec/cma/cma_executor.hpp"
+#include "exec/cma/cma_transport.hpp"
 #endif
 
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 #include <halox/config.hpp>
 #include <halox/halox.hpp>
 #if HALOX_HAS_UCX
-#include "exec/ucx/ucx_transport.hpp"
+#include "exec/ucx/ucx_resources.hpp"
 #endif
 
 #include <gtest/gtest.h>
@@ -53,13 +53,13 @@ TEST(Ucx, RendezvousThresholdIsRaisedWithinOneNodeUnlessTheUserSetsOne) {
   if (bad_tls()) GTEST_SKIP() << "needs a working UCX";
   if (std::getenv("UCX_RNDV_THRESH") || std::getenv("HALOX_UCX_RNDV_THRESH"))
     GTEST_SKIP() << "the environment sets a rendezvous threshold";
-  EXPECT_TRUE(detail::ucx_transport(true).rndv_thresh_set());
-  EXPECT_FALSE(detail::ucx_transport(false).rndv_thresh_set());
+  EXPECT_TRUE(detail::ucx_resources(true).rndv_thresh_set());
+  EXPECT_FALSE(detail::ucx_resources(false).rndv_thresh_set());
   setenv("HALOX_UCX_RNDV_THRESH", "auto", 1);
-  EXPECT_FALSE(detail::ucx_transport(true).rndv_thresh_set());
+  EXPECT_FALSE(detail::ucx_resources(true).rndv_thresh_set());
   unsetenv("HALOX_UCX_RNDV_THRESH");
   setenv("UCX_RNDV_THRESH", "8192", 1);
-  EXPECT_FALSE(detail::ucx_transport(true).rndv_thresh_set());
+  EXPECT_FALSE(detail::ucx_resources(true).rndv_thresh_set());
   unsetenv("UCX_RNDV_THRESH");
 }
 #endif

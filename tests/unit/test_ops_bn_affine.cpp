@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -90,6 +91,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BnAffine,
                          ::testing::Values(bn_case{{4, 3, 50}, true, true},
                                            bn_case{{2, 5, 17}, false, true},
                                            bn_case{{3, 2, 8}, true, false},
-                                           bn_case{{1, 4, 64}, false, false}));
+                                           bn_case{{1, 4, 64}, false, false}),
+                         [](::testing::TestParamInfo<bn_case> const& info) {
+                           // Names from the case itself (ctest lists them stably).
+                           bn_case const& c = info.param;
+                           return std::to_string(c.shape[0]) + "x" + std::to_string(c.shape[1]) +
+                                  "x" + std::to_string(c.shape[2]) +
+                                  (c.gamma_beta ? "_affine" : "_plain") +
+                                  (c.training ? "_training" : "_inference");
+                         });
 
 } // namespace
