@@ -154,16 +154,32 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
   box3 ob = to_box3(op, "out_box", out_box, nsp);
   require_covers(op, "dy", b, ob, nsp, "out_box");
   HALOX_REQUIRE(db != nullptr || b.c == 0, bad, std::string(op) + ": db is null");
+  // The box's rows, or whole planes when its rows lie back to back (a dy without halos), are
+  // contiguous runs when the last stride is 1; each run is summed in `lanes` independent double
+  // accumulators, which the compiler vectorises (one accumulator is a chain of dependent adds).
+  bool const unit = b.str[2] == 1;
+  bool const planes = unit && b.str[1] == ob.extent(2);
+  index_t const run = planes ? ob.extent(1) * ob.extent(2) : ob.extent(2);
+  index_t const rows = planes ? 1 : ob.extent(1);
 #pragma omp parallel for schedule(static) if (b.n * b.c * ob.volume() >= parallel_min_work)
   for (index_t c = 0; c < b.c; ++c) {
-    double s = 0;
+    constexpr int lanes = 8;
+    double acc[lanes] = {};
     for (index_t n = 0; n < b.n; ++n)
       for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
-        for (index_t i1 = ob.lo[1]; i1 < ob.hi[1]; ++i1) {
-          T const* row = b.data + b.offset(n, c, i0, i1, ob.lo[2]);
-          for (index_t i2 = 0; i2 < ob.extent(2); ++i2)
-            s += static_cast<double>(row[i2 * b.str[2]]);
+        for (index_t r = 0; r < rows; ++r) {
+          T const* row = b.data + b.offset(n, c, i0, ob.lo[1] + r, ob.lo[2]);
+          if (!unit) {
+            for (index_t i2 = 0; i2 < run; ++i2) acc[0] += static_cast<double>(row[i2 * b.str[2]]);
+            continue;
+          }
+          index_t i = 0;
+          for (; i + lanes <= run; i += lanes)
+            for (int l = 0; l < lanes; ++l) acc[l] += static_cast<double>(row[i + l]);
+          for (; i < run; ++i) acc[i % lanes] += static_cast<double>(row[i]);
         }
+    double s = 0;
+    for (double a : acc) s += a;
     db[c] += static_cast<T>(s);
   }
 }

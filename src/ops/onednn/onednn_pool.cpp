@@ -235,18 +235,32 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
   if (ib.volume() == 0 || dxb.n == 0 || dxb.c == 0) return true;
   pool_geom& g = *geom_;
   if (ofp.volume() == 0 || !geometry(w, ofp, nsp, dxb.n, dxb.c, g)) return false;
-  for (int d = 0; d < s3;
-       ++d) // inputs no window reads (stride > kernel): the reference zeroes them
-    if (ib.lo[d] < g.src.lo[d] || ib.hi[d] > g.src.hi[d]) return false;
+  // Inputs no window reads at the edges of in_box (the windows stop short of a last row, as
+  // 2x2 windows of stride 2 over 5 rows) get a zero gradient; oneDNN computes the part of in_box
+  // the windows read (`rb`), where gaps between windows (stride > kernel) come out zero too.
+  box3 rb = ib;
+  for (int d = 0; d < s3; ++d) {
+    rb.lo[d] = std::max(ib.lo[d], g.src.lo[d]);
+    rb.hi[d] = std::min(ib.hi[d], g.src.hi[d]);
+  }
+  if (rb.volume() != ib.volume()) {
+    for (index_t n = 0; n < dxb.n; ++n)
+      for (index_t ch = 0; ch < dxb.c; ++ch)
+        for (index_t i0 = ib.lo[0]; i0 < ib.hi[0]; ++i0)
+          for (index_t i1 = ib.lo[1]; i1 < ib.hi[1]; ++i1)
+            for (index_t i2 = ib.lo[2]; i2 < ib.hi[2]; ++i2)
+              dxb.data[dxb.offset(n, ch, i0, i1, i2)] = 0.0f;
+    if (rb.volume() == 0) return true;
+  }
   try {
     auto& c = ctx();
-    memory::desc const dymd = view_md(dyb, ofp, nsp), dxmd = view_md(dxb, ib, nsp);
+    memory::desc const dymd = view_md(dyb, ofp, nsp), dxmd = view_md(dxb, rb, nsp);
     memory::desc const xmd = is_max ? view_md(xb, g.src, nsp) : memory::desc();
     put_problem(scratch_, true, p, g);
     put_md(scratch_, dymd);
     put_md(scratch_, dxmd);
     if (is_max) put_md(scratch_, xmd);
-    for (int i = 0; i < nsp; ++i) scratch_.push_back(ib.lo[d3(nsp, i)] - g.src.lo[d3(nsp, i)]);
+    for (int i = 0; i < nsp; ++i) scratch_.push_back(rb.lo[d3(nsp, i)] - g.src.lo[d3(nsp, i)]);
     auto it = ios_.find(scratch_);
     if (it == ios_.end()) {
       plan* const found = find_plan(plans_, true, p, g, nsp);
@@ -265,12 +279,12 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
       v->r_dy = bound::reorder(v->usr_dy, pl.ddst_m);
       v->bwd = bound(pl.bwd, {{DNNL_ARG_DIFF_DST, pl.ddst_m}, {DNNL_ARG_DIFF_SRC, pl.dsrc_m}});
       if (is_max) v->bwd.add(DNNL_ARG_WORKSPACE, pl.ws_m);
-      // dx on in_box: the in_box part of the region's gradient
+      // dx on rb: the rb part of the region's gradient
       memory::dims dims{dxb.n, dxb.c}, offs{0, 0};
       for (int i = 0; i < nsp; ++i) {
         int const d = d3(nsp, i);
-        dims.push_back(ib.extent(d));
-        offs.push_back(ib.lo[d] - g.src.lo[d]);
+        dims.push_back(rb.extent(d));
+        offs.push_back(rb.lo[d] - g.src.lo[d]);
       }
       v->sub = memory(pl.dsrc_m.get_desc().submemory_desc(dims, offs), c.eng,
                       pl.dsrc_m.get_data_handle());
@@ -287,7 +301,7 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
     v.usr_dy.set_data_handle(const_cast<float*>(at(dyb, ofp.lo)));
     v.r_dy.execute(c.strm);
     v.bwd.execute(c.strm);
-    v.usr_dx.set_data_handle(at(dxb, ib.lo));
+    v.usr_dx.set_data_handle(at(dxb, rb.lo));
     v.r_dx.execute(c.strm);
     c.strm.wait();
   } catch (dnnl::error const& e) {
