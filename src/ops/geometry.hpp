@@ -112,6 +112,17 @@ box3 input_span(window3 const& w, box3 const& out);
 /// Outputs (clipped to the output) whose windows touch the inputs in `in`.
 box3 output_footprint(window3 const& w, box3 const& in);
 
+/// The local backward-data problem of a provider along spatial dimension `d`: the input
+/// gradient over [in.lo, in.hi) as a transposed convolution of the output gradient over
+/// [olo, ohi), which is the output footprint `ofp` extended with `ext_lo` zero outputs below
+/// and some above where the strided windows need whole outputs, so that neither padding
+/// (`pl`, `pr`, in input positions) is negative. `extended`: the footprint was extended.
+struct backward_data_span {
+  index_t olo = 0, ohi = 0, ext_lo = 0, pl = 0, pr = 0;
+  bool extended = false;
+};
+backward_data_span backward_data_geometry(window3 const& w, box3 const& in, box3 const& ofp, int d);
+
 /// Internal 3-D view of a block: NC plus three spatial dims, with the global origin.
 template <class T> struct block3 {
   T* data = nullptr;    ///< element (0, 0, 0, 0, 0)

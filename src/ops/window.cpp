@@ -249,6 +249,29 @@ box3 output_footprint(window3 const& w, box3 const& in) {
   return canonical(intersect3(r, w.out_box()));
 }
 
+backward_data_span backward_data_geometry(window3 const& w, box3 const& in, box3 const& ofp,
+                                          int d) {
+  backward_data_span r;
+  index_t const s = w.s[d], span = (w.k[d] - 1) * w.d[d] + 1, len = in.extent(d);
+  r.olo = ofp.lo[d];
+  r.ohi = ofp.hi[d];
+  r.pl = in.lo[d] - (r.olo * s - w.pl[d]);
+  if (r.pl < 0) { // outputs below the footprint whose windows start above in.lo
+    r.ext_lo = (-r.pl + s - 1) / s;
+    r.olo -= r.ext_lo;
+    r.pl += r.ext_lo * s;
+  }
+  r.pr = (r.ohi - r.olo - 1) * s + span - len - r.pl;
+  if (r.pr < 0) { // and above it, until the last window reaches past in.hi
+    index_t const m = (-r.pr + s - 1) / s;
+    r.ohi += m;
+    r.pr += m * s;
+    r.extended = true;
+  }
+  r.extended = r.extended || r.ext_lo > 0;
+  return r;
+}
+
 void require_inside(char const* op, char const* name, box3 const& b, window3 const& w, bool input) {
   box3 all = input ? w.in_box() : w.out_box();
   bool ok = true;

@@ -221,29 +221,15 @@ public:
     }
     for (int i = 0; i < nsp; ++i) {
       int const d = d3(nsp, i);
-      index_t const s = g.s[d], span = (g.k[d] - 1) * g.d[d] + 1, len = ib.extent(d);
-      index_t olo = ofp.lo[d], ohi = ofp.hi[d], lo = 0;
-      index_t pl = ib.lo[d] - (olo * s - g.pl[d]);
-      if (pl < 0) {
-        lo = (-pl + s - 1) / s;
-        olo -= lo;
-        pl += lo * s;
-      }
-      index_t r = (ohi - olo - 1) * s + span - len - pl;
-      if (r < 0) {
-        index_t const m = (-r + s - 1) / s;
-        ohi += m;
-        r += m * s;
-        extended = true;
-      }
-      extended = extended || lo > 0;
-      dyd.push_back(static_cast<int>(ohi - olo));
-      ext_lo.push_back(static_cast<int>(lo));
-      wd.pad.push_back(static_cast<int>(pl));
-      pr.push_back(static_cast<int>(r));
-      wd.stride.push_back(static_cast<int>(s));
+      backward_data_span const b = backward_data_geometry(g, ib, ofp, d);
+      extended = extended || b.extended;
+      dyd.push_back(static_cast<int>(b.ohi - b.olo));
+      ext_lo.push_back(static_cast<int>(b.ext_lo));
+      wd.pad.push_back(static_cast<int>(b.pl));
+      pr.push_back(static_cast<int>(b.pr));
+      wd.stride.push_back(static_cast<int>(g.s[d]));
       wd.dil.push_back(static_cast<int>(g.d[d]));
-      wd.symmetric = wd.symmetric && pl == r;
+      wd.symmetric = wd.symmetric && b.pl == b.pr;
     }
     view dyv = make_view(dyb, nsp, ofp, cout);
     if (extended) dyv = embed(dyv, dyd, ext_lo, scratch_dy_);

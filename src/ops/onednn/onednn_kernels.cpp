@@ -130,29 +130,14 @@ public:
     index_t iext[s3], fext[s3];
     for (int i = 0; i < nsp; ++i) {
       int const d = d3(nsp, i);
-      index_t const s = cp.w.s[d], span = (cp.w.k[d] - 1) * cp.w.d[d] + 1;
       index_t const len = ib.extent(d);
-      index_t olo = ofp.lo[d], ohi = ofp.hi[d];
-      index_t pl = ib.lo[d] - (olo * s - cp.w.pl[d]);
-      index_t ext_lo = 0;
-      if (pl < 0) {
-        ext_lo = (-pl + s - 1) / s;
-        olo -= ext_lo;
-        pl += ext_lo * s;
-      }
-      index_t pr = (ohi - olo - 1) * s + span - len - pl;
-      if (pr < 0) {
-        index_t const m = (-pr + s - 1) / s;
-        ohi += m;
-        pr += m * s;
-        extended = true;
-      }
-      extended = extended || ext_lo > 0;
+      backward_data_span const g = backward_data_geometry(cp.w, ib, ofp, d);
+      extended = extended || g.extended;
       j.src.push_back(len);
-      j.dst.push_back(ohi - olo);
-      j.pl.push_back(pl);
-      j.pr.push_back(pr);
-      offset.push_back(ext_lo);
+      j.dst.push_back(g.ohi - g.olo);
+      j.pl.push_back(g.pl);
+      j.pr.push_back(g.pr);
+      offset.push_back(g.ext_lo);
       iext[i] = len;
       fext[i] = ofp.extent(d);
     }
