@@ -112,6 +112,14 @@ box3 input_span(window3 const& w, box3 const& out);
 /// Outputs (clipped to the output) whose windows touch the inputs in `in`.
 box3 output_footprint(window3 const& w, box3 const& in);
 
+/// Along spatial dimension `d`: the inputs the outputs [ob.lo, ob.hi) read, clipped to the
+/// input ([lo, hi), empty when they read padding only), and how many padding positions their
+/// windows cover below and above it (`pl`, `pr`): a provider's local problem for those outputs.
+struct source_span {
+  index_t lo = 0, hi = 0, pl = 0, pr = 0;
+};
+source_span source_geometry(window3 const& w, box3 const& ob, int d);
+
 /// The local backward-data problem of a provider along spatial dimension `d`: the input
 /// gradient over [in.lo, in.hi) as a transposed convolution of the output gradient over
 /// [olo, ohi), which is the output footprint `ofp` extended with `ext_lo` zero outputs below

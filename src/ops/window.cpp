@@ -249,6 +249,18 @@ box3 output_footprint(window3 const& w, box3 const& in) {
   return canonical(intersect3(r, w.out_box()));
 }
 
+source_span source_geometry(window3 const& w, box3 const& ob, int d) {
+  index_t const span = (w.k[d] - 1) * w.d[d] + 1;
+  index_t const g0 = ob.lo[d] * w.s[d] - w.pl[d];
+  index_t const g1 = (ob.hi[d] - 1) * w.s[d] - w.pl[d] + span;
+  source_span r;
+  r.lo = std::max<index_t>(g0, 0);
+  r.hi = std::min(g1, w.in[d]);
+  r.pl = r.lo - g0;
+  r.pr = g1 - r.hi;
+  return r;
+}
+
 backward_data_span backward_data_geometry(window3 const& w, box3 const& in, box3 const& ofp,
                                           int d) {
   backward_data_span r;

@@ -656,19 +656,16 @@ private:
     }
     for (int i = 0; i < nsp; ++i) {
       int const d = d3(nsp, i);
-      index_t const span = (g.k[d] - 1) * g.d[d] + 1;
-      index_t const g0 = ob.lo[d] * g.s[d] - g.pl[d];
-      index_t const g1 = (ob.hi[d] - 1) * g.s[d] - g.pl[d] + span;
-      index_t const a = std::max<index_t>(g0, 0), b = std::min(g1, g.in[d]);
-      if (b <= a) return false;
-      src.lo[d] = a;
-      src.hi[d] = b;
-      wd.pad.push_back(static_cast<int>(a - g0));
-      wd.lo_pad_r.push_back(static_cast<int>(g1 - b));
+      source_span const sp = source_geometry(g, ob, d);
+      if (sp.hi <= sp.lo) return false;
+      src.lo[d] = sp.lo;
+      src.hi[d] = sp.hi;
+      wd.pad.push_back(static_cast<int>(sp.pl));
+      wd.lo_pad_r.push_back(static_cast<int>(sp.pr));
       wd.stride.push_back(static_cast<int>(g.s[d]));
       wd.dil.push_back(static_cast<int>(g.d[d]));
       wd.kernel.push_back(static_cast<int>(g.k[d]));
-      wd.symmetric = wd.symmetric && a - g0 == g1 - b;
+      wd.symmetric = wd.symmetric && sp.pl == sp.pr;
     }
     return true;
   }

@@ -238,16 +238,13 @@ private:
     for (int d = 0; d < s3; ++d) src_lo[d] = 0;
     for (int i = 0; i < nsp; ++i) {
       int const d = d3(nsp, i);
-      index_t const span = (w.k[d] - 1) * w.d[d] + 1;
-      index_t const g0 = ob.lo[d] * w.s[d] - w.pl[d];
-      index_t const g1 = (ob.hi[d] - 1) * w.s[d] - w.pl[d] + span;
-      index_t const a = std::max<index_t>(g0, 0), b = std::min(g1, w.in[d]);
-      if (b <= a) return false;
-      src_lo[d] = a;
-      j.src.push_back(b - a);
+      source_span const g = source_geometry(w, ob, d);
+      if (g.hi <= g.lo) return false;
+      src_lo[d] = g.lo;
+      j.src.push_back(g.hi - g.lo);
       j.dst.push_back(ob.extent(d));
-      j.pl.push_back(a - g0);
-      j.pr.push_back(g1 - b);
+      j.pl.push_back(g.pl);
+      j.pr.push_back(g.pr);
     }
     return true;
   }

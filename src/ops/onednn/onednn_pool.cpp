@@ -36,20 +36,17 @@ bool geometry(window3 const& w, box3 const& ob, int nsp, index_t n, index_t c, p
   for (auto* v : {&g.stride, &g.kernel, &g.dil, &g.pl, &g.pr}) v->clear();
   for (int i = 0; i < nsp; ++i) {
     int const d = d3(nsp, i);
-    index_t const span = (w.k[d] - 1) * w.d[d] + 1;
-    index_t const g0 = ob.lo[d] * w.s[d] - w.pl[d];
-    index_t const g1 = (ob.hi[d] - 1) * w.s[d] - w.pl[d] + span;
-    index_t const a = std::max<index_t>(g0, 0), b = std::min(g1, w.in[d]);
-    if (b <= a) return false;
-    g.src.lo[d] = a;
-    g.src.hi[d] = b;
-    g.src_dims.push_back(b - a);
+    source_span const sp = source_geometry(w, ob, d);
+    if (sp.hi <= sp.lo) return false;
+    g.src.lo[d] = sp.lo;
+    g.src.hi[d] = sp.hi;
+    g.src_dims.push_back(sp.hi - sp.lo);
     g.dst_dims.push_back(ob.extent(d));
     g.stride.push_back(w.s[d]);
     g.kernel.push_back(w.k[d]);
     g.dil.push_back(w.d[d] - 1);
-    g.pl.push_back(a - g0);
-    g.pr.push_back(g1 - b);
+    g.pl.push_back(sp.pl);
+    g.pr.push_back(sp.pr);
   }
   return true;
 }
