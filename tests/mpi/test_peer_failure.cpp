@@ -23,8 +23,10 @@ using halox::test::world_rank;
 using halox::test::world_size;
 
 // Seconds within which a peer must report: the notice arrives at once, then the healthy peers'
-// messages get up to a second to complete. Generous for oversubscribed ranks.
-constexpr double report_within = 5.0;
+// messages get up to a second to complete. Generous for oversubscribed ranks, and more so
+// beyond 4 ranks, where 8 ranks share 2 cores with another test (ctest -j2); either bound is
+// far below the 300 s the watchdog would take.
+double report_within() { return world_size() <= 4 ? 5.0 : 15.0; }
 
 std::vector<int> near_square(int p) {
   int a = 1;
@@ -47,7 +49,7 @@ void expect_peer_failed(outcome const& r, std::string const& reason) {
   EXPECT_EQ(r.code, static_cast<int>(errc::peer_failed)) << r.message;
   EXPECT_NE(r.message.find("rank 0 of its communicator failed"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find(reason), std::string::npos) << r.message;
-  EXPECT_LT(r.seconds, report_within) << r.message;
+  EXPECT_LT(r.seconds, report_within()) << r.message;
 }
 
 // The fault kinds a rank's own checks catch at execute, each as the view rank 0 passes.
