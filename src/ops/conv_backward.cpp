@@ -157,12 +157,28 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
   // The box's rows, or whole planes when its rows lie back to back (a dy without halos), are
   // contiguous runs when the last stride is 1; each run is summed in `lanes` independent double
   // accumulators, which the compiler vectorises (one accumulator is a chain of dependent adds).
+  // Rows shorter than that (the 7-wide maps of a small network, cut further by a spatial split)
+  // are summed column by column instead: one accumulator per column, the same vector adds.
   bool const unit = b.str[2] == 1;
   bool const planes = unit && b.str[1] == ob.extent(2);
   index_t const run = planes ? ob.extent(1) * ob.extent(2) : ob.extent(2);
   index_t const rows = planes ? 1 : ob.extent(1);
+  constexpr index_t short_run = 32;
 #pragma omp parallel for schedule(static) if (b.n * b.c * ob.volume() >= parallel_min_work)
   for (index_t c = 0; c < b.c; ++c) {
+    if (unit && run < short_run) {
+      double col[short_run] = {};
+      for (index_t n = 0; n < b.n; ++n)
+        for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
+          for (index_t r = 0; r < rows; ++r) {
+            T const* row = b.data + b.offset(n, c, i0, ob.lo[1] + r, ob.lo[2]);
+            for (index_t i = 0; i < run; ++i) col[i] += static_cast<double>(row[i]);
+          }
+      double s = 0;
+      for (index_t i = 0; i < run; ++i) s += col[i];
+      db[c] += static_cast<T>(s);
+      continue;
+    }
     constexpr int lanes = 8;
     double acc[lanes] = {};
     for (index_t n = 0; n < b.n; ++n)

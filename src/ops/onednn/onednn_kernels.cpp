@@ -268,6 +268,15 @@ private:
   // dw += the dense [O, I, k...] gradient in dw_ (dw may be strided).
   void add_into(tensor_ref<float> const& dw) const {
     int const rank = dw.rank(); // [O, I, k...]: at most 5
+    bool dense = true;          // row-major without gaps: one flat loop the compiler vectorises
+    index_t stride = 1;
+    for (int d = rank - 1; d >= 0 && dense; stride *= dw.shape[d], --d)
+      dense = dw.shape[d] == 1 || dw.strides[d] == stride;
+    if (dense) {
+      float* const out = dw.data;
+      for (std::size_t k = 0; k < dw_.size(); ++k) out[k] += dw_[k];
+      return;
+    }
     index_t i[8] = {};
     for (std::size_t k = 0; k < dw_.size(); ++k) {
       index_t off = 0;
