@@ -437,8 +437,16 @@ public:
       for (index_t o = 0; o < O; ++o) {
         T const* wr = w.value.data() + o * F;
         T const* xr = X + n * F;
+        // `lanes` independent partial sums: a single running sum is a chain of dependent adds
+        // that the compiler may not reorder, these it vectorises.
+        constexpr int lanes = 8;
+        T acc[lanes] = {};
+        index_t f = 0;
+        for (; f + lanes <= F; f += lanes)
+          for (int l = 0; l < lanes; ++l) acc[l] += wr[f + l] * xr[f + l];
+        for (; f < F; ++f) acc[f % lanes] += wr[f] * xr[f];
         T s = b ? b[o] : T(0);
-        for (index_t f = 0; f < F; ++f) s += wr[f] * xr[f];
+        for (T a : acc) s += a;
         Y[n * O + o] = s;
       }
     c.times->compute += now() - t0;
