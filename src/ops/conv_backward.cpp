@@ -163,30 +163,22 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
   bool const planes = unit && b.str[1] == ob.extent(2);
   index_t const run = planes ? ob.extent(1) * ob.extent(2) : ob.extent(2);
   index_t const rows = planes ? 1 : ob.extent(1);
+  constexpr int lanes = 8;
   constexpr index_t short_run = 32;
+  bool const by_column = unit && run < short_run;
 #pragma omp parallel for schedule(static) if (b.n * b.c * ob.volume() >= parallel_min_work)
   for (index_t c = 0; c < b.c; ++c) {
-    if (unit && run < short_run) {
-      double col[short_run] = {};
-      for (index_t n = 0; n < b.n; ++n)
-        for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
-          for (index_t r = 0; r < rows; ++r) {
-            T const* row = b.data + b.offset(n, c, i0, ob.lo[1] + r, ob.lo[2]);
-            for (index_t i = 0; i < run; ++i) col[i] += static_cast<double>(row[i]);
-          }
-      double s = 0;
-      for (index_t i = 0; i < run; ++i) s += col[i];
-      db[c] += static_cast<T>(s);
-      continue;
-    }
-    constexpr int lanes = 8;
-    double acc[lanes] = {};
+    double acc[short_run] = {}; // `lanes` of them, or one per column
     for (index_t n = 0; n < b.n; ++n)
       for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
         for (index_t r = 0; r < rows; ++r) {
           T const* row = b.data + b.offset(n, c, i0, ob.lo[1] + r, ob.lo[2]);
           if (!unit) {
             for (index_t i2 = 0; i2 < run; ++i2) acc[0] += static_cast<double>(row[i2 * b.str[2]]);
+            continue;
+          }
+          if (by_column) {
+            for (index_t i = 0; i < run; ++i) acc[i] += static_cast<double>(row[i]);
             continue;
           }
           index_t i = 0;

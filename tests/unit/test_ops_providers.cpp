@@ -223,6 +223,61 @@ TEST(OpsProviders, ConvMatchesReferenceOnStridedBoxes) {
   std::printf("largest relative error against the reference: %.3g\n", worst);
 }
 
+// A provider's weight gradient adds into dw, whatever its layout: here dw is [Cout, Cin, kh, kw]
+// stored with the kernel dimensions outermost and a gap after each output channel's row, holding
+// earlier values. Every element gets the reference gradient added, and the gaps stay untouched.
+TEST(OpsProviders, WeightGradientAddsIntoAStridedDw) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  std::vector<index_t> const xs{2, 3, 9, 8}, ws{4, 3, 3, 2};
+  ops::conv_params const p{{1, 1}, {1, 0}, {1, 1}, {1, 1}};
+  auto const ys = ops::conv_output_shape(xs, ws, p);
+  std::vector<index_t> const in_ext(xs.begin() + 2, xs.end()), out_ext(ys.begin() + 2, ys.end());
+  auto const xv = random_values(ops::element_count(xs), 21);
+  auto const dyv = random_values(ops::element_count(ys), 22);
+  auto const x = as<float>(xv), dy = as<float>(dyv);
+  std::vector<float> ref(static_cast<std::size_t>(ops::element_count(ws)));
+  ops::conv_backward_weights<float>({x.data(), xs}, {dy.data(), ys}, {ref.data(), ws}, p);
+
+  // Layout [kh][kw][Cout][Cin + 1]: the last column of each row is a gap.
+  index_t const row = ws[1] + 1;
+  std::vector<index_t> const strides{row, 1, ws[3] * ws[0] * row, ws[0] * row};
+  float const gap = -7.5F, earlier = 0.25F;
+  for (auto prov : provs) {
+    std::vector<float> buf(static_cast<std::size_t>(ws[2] * ws[3] * ws[0] * row), gap);
+    for (index_t o = 0; o < ws[0]; ++o)
+      for (index_t i = 0; i < ws[1]; ++i)
+        for (index_t a = 0; a < ws[2]; ++a)
+          for (index_t b = 0; b < ws[3]; ++b)
+            buf[static_cast<std::size_t>(o * strides[0] + i * strides[1] + a * strides[2] +
+                                         b * strides[3])] = earlier;
+    ops::local_kernels<float> k(prov);
+    padded<float> xp(xs, 1), dyp(ys, 2);
+    xp.set(xv);
+    dyp.set(dyv);
+    ops::tensor_ref<float> const dw(buf.data(), ws, strides);
+    halox::box out;
+    out.nd = 2;
+    for (int d = 0; d < 2; ++d) out.hi[d] = out_ext[static_cast<std::size_t>(d)];
+    k.conv_backward_weights_box(xp.block(), in_ext, dyp.block(), dw, out, p);
+    std::vector<double> got, want;
+    std::size_t k_ref = 0;
+    for (index_t o = 0; o < ws[0]; ++o)
+      for (index_t i = 0; i < ws[1]; ++i)
+        for (index_t a = 0; a < ws[2]; ++a)
+          for (index_t b = 0; b < ws[3]; ++b) {
+            got.push_back(buf[static_cast<std::size_t>(o * strides[0] + i * strides[1] +
+                                                       a * strides[2] + b * strides[3])] -
+                          earlier);
+            want.push_back(ref[k_ref++]);
+          }
+    EXPECT_LE(rel_err(got, want), float_tol) << ops::to_string(prov);
+    for (index_t g = 0; g < static_cast<index_t>(buf.size()); g += row)
+      EXPECT_EQ(buf[static_cast<std::size_t>(g + ws[1])], gap)
+          << ops::to_string(prov) << " gap " << g;
+  }
+}
+
 TEST(OpsProviders, PoolMatchesReferenceOnStridedBoxes) {
   auto const provs = host_providers();
   if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";

@@ -5,6 +5,7 @@
 // gradient through the reference loop.
 #include "ops/compute_provider.hpp"
 #include "ops/conv_common.hpp"
+#include "ops/elementwise.hpp"
 #include "ops/fast_pointwise.hpp"
 #include "ops/onednn/onednn_conv.hpp"
 #include "ops/onednn/onednn_lrn.hpp"
@@ -265,25 +266,18 @@ private:
     j.src_ptr = const_cast<float*>(at(xb, src_lo));
   }
 
-  // dw += the dense [O, I, k...] gradient in dw_ (dw may be strided).
-  void add_into(tensor_ref<float> const& dw) const {
-    int const rank = dw.rank(); // [O, I, k...]: at most 5
-    bool dense = true;          // row-major without gaps: one flat loop the compiler vectorises
-    index_t stride = 1;
-    for (int d = rank - 1; d >= 0 && dense; stride *= dw.shape[d], --d)
-      dense = dw.shape[d] == 1 || dw.strides[d] == stride;
-    if (dense) {
-      float* const out = dw.data;
-      for (std::size_t k = 0; k < dw_.size(); ++k) out[k] += dw_[k];
-      return;
-    }
-    index_t i[8] = {};
-    for (std::size_t k = 0; k < dw_.size(); ++k) {
-      index_t off = 0;
-      for (int d = 0; d < rank; ++d) off += i[d] * dw.strides[d];
-      dw.data[off] += dw_[k];
-      for (int d = rank - 1; d >= 0 && ++i[d] == dw.shape[d]; --d) i[d] = 0;
-    }
+  // dw += the dense [O, I, k...] gradient in dw_ (dw may be strided): one vectorisable loop per
+  // run contiguous in both, which is the whole tensor when dw is dense.
+  void add_into(tensor_ref<float> const& dw) {
+    dense_.resize(dw.shape.size()); // the row-major strides of dw_; sized once
+    index_t s = 1;
+    for (std::size_t d = dw.shape.size(); d-- > 0; s *= dw.shape[d]) dense_[d] = s;
+    for_each_run(dw.shape, dw.strides, dense_, dense_,
+                 [&](index_t o, index_t k, index_t, index_t n) {
+                   float* const out = dw.data + o;
+                   float const* const in = dw_.data() + k;
+                   for (index_t j = 0; j < n; ++j) out[j] += in[j];
+                 });
   }
 
   std::unique_ptr<compute_kernels<float>> ref_;
@@ -291,6 +285,7 @@ private:
   onednn::pool_engine pool_;
   onednn::lrn_engine lrn_;
   std::vector<float> dw_;
+  dims dense_;
   conv_job job_; // reused by every call, so a known problem allocates nothing
 };
 
