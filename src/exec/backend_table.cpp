@@ -31,6 +31,7 @@
 #define HALOX_IF_CUDA(maker) nullptr
 #endif
 #if HALOX_HAS_CUDA && HALOX_HAS_NCCL
+#include "exec/nccl/nccl_transport.hpp"
 #define HALOX_IF_NCCL(maker) maker
 #else
 #define HALOX_IF_NCCL(maker) nullptr
@@ -50,6 +51,15 @@ std::unique_ptr<executor> datatypes(backend, schedule const& s, exec_config cons
   return make_datatype_executor(s, cfg);
 }
 
+#if HALOX_HAS_CUDA
+// A GPU backend made of the device packing executor (CUDA pack kernels) with staging `S` over
+// the transport `T` makes.
+template <staging S, transport_maker T>
+std::unique_ptr<executor> device_packed(backend b, schedule const& s, exec_config const& cfg) {
+  return make_device_packing_executor(b, s, cfg, S, T);
+}
+#endif
+
 constexpr auto host = memory_space::host;
 constexpr auto device = memory_space::device;
 
@@ -64,10 +74,10 @@ constexpr backend_entry table[] = {
   {backend::mpi_neighbor,        "mpi_neighbor",        host,   "mpi neighbourhood collective", "pack", make_collective_executor},
   {backend::alltoallv,           "alltoallv",           host,   "mpi collective", "pack",              make_collective_executor},
   {backend::alltoallw,           "alltoallw",           host,   "mpi collective", "derived datatypes", make_collective_executor},
-  {backend::cuda_aware_mpi,      "cuda_aware_mpi",      device, "mpi (device pointers)", "pack (CUDA kernels)", HALOX_IF_CUDA(make_device_executor)},
-  {backend::staged_mpi,          "staged_mpi",          device, "mpi (staged through pinned host memory)", "pack (CUDA kernels)", HALOX_IF_CUDA(make_device_executor)},
-  {backend::nccl,                "nccl",                device, "nccl",           "pack (CUDA kernels)", HALOX_IF_NCCL(make_device_executor)},
-  {backend::device_mpi_datatype, "device_mpi_datatype", device, "mpi (device pointers)", "derived datatypes", HALOX_IF_CUDA(make_device_executor)},
+  {backend::cuda_aware_mpi,      "cuda_aware_mpi",      device, "mpi (device pointers)", "pack (CUDA kernels)", HALOX_IF_CUDA((device_packed<staging::none, make_cuda_aware_mpi_transport>))},
+  {backend::staged_mpi,          "staged_mpi",          device, "mpi (staged through pinned host memory)", "pack (CUDA kernels)", HALOX_IF_CUDA((device_packed<staging::pinned_host, make_mpi_transport>))},
+  {backend::nccl,                "nccl",                device, "nccl (stream-ordered)", "pack (CUDA kernels)", HALOX_IF_NCCL((device_packed<staging::none, make_nccl_transport>))},
+  {backend::device_mpi_datatype, "device_mpi_datatype", device, "mpi (device pointers)", "derived datatypes", HALOX_IF_CUDA(make_device_datatype_executor)},
   {backend::ucx,                 "ucx",                 host,   "ucx",            "pack",              HALOX_IF_UCX((packed<packing::pack, make_ucx_transport>))},
   {backend::ucx_iov,             "ucx_iov",             host,   "ucx",            "iov",               HALOX_IF_UCX((packed<packing::iov, make_ucx_transport>))},
   {backend::cma,                 "cma",                 host,   "cma",            "iov",               HALOX_IF_CMA((packed<packing::iov, make_cma_transport>))},

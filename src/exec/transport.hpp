@@ -11,11 +11,17 @@
 // Waits are bounded by the plan's timeout and interrupted by its peers' failure notices, as
 // every other wait of an exchange: a transport waits through its executor's bounded waits
 // (executor::wait_any / wait_all on MPI requests) or polls its executor's watch and clock.
+//
+// A transport is host-driven (MPI, UCX, CMA: the host posts, progresses and completes each
+// message, so the bytes must be in place before a send is posted and are there once `wait_recv`
+// returned them) or stream-ordered (NCCL: posting enqueues the messages on the exchange's GPU
+// stream, behind the pack kernel and ahead of the unpack, and nothing ever waits on the host).
 
 #include "exec/executor.hpp"
 
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace halox::detail {
@@ -53,6 +59,11 @@ public:
   /// (on that side: sender and receiver decide each for their own runs). A transport that
   /// pays per run (the kernel pins a page per iovec) packs short runs faster than it moves them.
   [[nodiscard]] virtual std::size_t iov_min_run() const noexcept { return 0; }
+  /// True when the transport enqueues its messages on the exchange's GPU stream (see above):
+  /// `use_stream` names the stream before each exchange's posts, the messages start in
+  /// `posted`, `wait_recv` returns every receive at once (its data is ready for work enqueued
+  /// later on that stream) and `wait_sends` returns at once.
+  [[nodiscard]] virtual bool stream_ordered() const noexcept { return false; }
   /// True when each request's buffer is fixed when the workspace is bound (persistent
   /// requests): the packing executor then sends nothing in place and calls `attach`.
   [[nodiscard]] virtual bool fixed_buffers() const noexcept { return false; }
@@ -73,6 +84,9 @@ public:
     (void)buf;
   }
 
+  /// The GPU stream this exchange's posts go on (called before them, every exchange, by device
+  /// executors; stream-ordered transports enqueue on it, the others ignore it).
+  virtual void use_stream(void* stream) { (void)stream; }
   /// Posts request `i` (a receive or a send, by its index). With `runs` 0, `buf` is its
   /// contiguous buffer of the declared bytes; otherwise it is a list of `runs` `io_run`s (at
   /// most the declared number) holding those bytes, which must stay valid until the request
@@ -97,5 +111,8 @@ public:
   /// executor::warm_up). The default does nothing.
   virtual void warm_up() {}
 };
+
+/// Makes the transport an executor drives (called from the executor's constructor).
+using transport_maker = std::unique_ptr<transport> (*)(executor& owner);
 
 } // namespace halox::detail

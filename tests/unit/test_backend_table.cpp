@@ -91,6 +91,10 @@ TEST(BackendTable, PresetsNameTheirTransportAndPacking) {
   EXPECT_EQ(detail::backend_axes(backend::cma), "transport cma, packing iov");
   EXPECT_EQ(detail::backend_axes(backend::mpi_datatype),
             "transport mpi, packing derived datatypes");
+  EXPECT_EQ(detail::backend_axes(backend::staged_mpi),
+            "transport mpi (staged through pinned host memory), packing pack (CUDA kernels)");
+  EXPECT_EQ(detail::backend_axes(backend::nccl),
+            "transport nccl (stream-ordered), packing pack (CUDA kernels)");
   EXPECT_EQ(detail::backend_axes(backend::automatic), "");
 }
 

@@ -33,9 +33,6 @@ enum class packing { pack, iov, pipelined };
 /// Name of a packing strategy ("pack", "iov", "pipelined").
 [[nodiscard]] char const* to_string(packing p) noexcept;
 
-/// Makes the transport an executor drives (called from the executor's constructor).
-using transport_maker = std::unique_ptr<transport> (*)(executor& owner);
-
 class packing_executor final : public host_executor {
 public:
   /// `preset`: the backend it implements (its name in reports); `strategy` the packing;

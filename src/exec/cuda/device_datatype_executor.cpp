@@ -6,8 +6,8 @@
 // The datatypes are the host backend's (exec/mpi/mpi_types.hpp): one per run of regions of one
 // buffer, relative to that buffer, built once whatever the buffer addresses.
 
-#include "exec/cuda/device_backends.hpp"
 #include "exec/cuda/device_executor.hpp"
+#include "exec/cuda/device_executors.hpp"
 #include "exec/mpi/mpi_types.hpp"
 
 #include <halox/error.hpp>
@@ -67,7 +67,10 @@ private:
 
 } // namespace
 
-std::unique_ptr<executor> make_device_datatype_executor(schedule const& s, exec_config const& cfg) {
+std::unique_ptr<executor> make_device_datatype_executor(backend, schedule const& s,
+                                                        exec_config const& cfg) {
+  HALOX_REQUIRE(cfg.memory == memory_space::device, errc::unsupported,
+                "backend device_mpi_datatype runs on device memory only");
   return std::make_unique<device_datatype_executor>(s, cfg);
 }
 

@@ -1,9 +1,8 @@
 #pragma once
-// What every stream-ordered GPU executor shares (cuda_aware_mpi, staged_mpi, nccl,
-// device_mpi_datatype): the device pack engine, its packed-stream area in the device workspace
-// (reserved at construction, bound when the workspace is), and the ordering between one
-// exchange's unpack and the next one's receives into the same area. A backend adds only how
-// its messages travel.
+// What both GPU executors share (the device packing executor behind cuda_aware_mpi, staged_mpi
+// and nccl, and device_mpi_datatype): the device pack engine, its packed-stream area in the
+// device workspace (reserved at construction, bound when the workspace is), and the ordering
+// between one exchange's unpack and the next one's receives into the same area.
 
 #include "exec/cuda/device_pack.hpp"
 #include "exec/cuda/stream_order.hpp"
