@@ -2,7 +2,6 @@
 
 #include "exec/cpu/packing_executor.hpp"
 #include "exec/mpi/collective_executor.hpp"
-#include "exec/mpi/datatype_executor.hpp"
 #include "exec/mpi/mpi_transport.hpp"
 
 #include <halox/config.hpp>
@@ -47,10 +46,6 @@ std::unique_ptr<executor> packed(backend b, schedule const& s, exec_config const
   return std::make_unique<packing_executor>(s, cfg, b, P, T);
 }
 
-std::unique_ptr<executor> datatypes(backend, schedule const& s, exec_config const& cfg) {
-  return make_datatype_executor(s, cfg);
-}
-
 #if HALOX_HAS_CUDA
 // A GPU backend made of the device packing executor (CUDA pack kernels) with staging `S` over
 // the transport `T` makes.
@@ -67,7 +62,7 @@ constexpr auto device = memory_space::device;
 // One line registers a backend. The order is the order of host_backends() and device_backends().
 constexpr backend_entry table[] = {
   // backend                       name                   memory  transport         packing              maker
-  {backend::mpi_datatype,        "mpi_datatype",        host,   "mpi",            "derived datatypes", datatypes},
+  {backend::mpi_datatype,        "mpi_datatype",        host,   "mpi",            "derived datatypes", packed<packing::datatypes, make_mpi_transport>},
   {backend::mpi_pack,            "mpi_pack",            host,   "mpi",            "pack",              packed<packing::pack, make_mpi_transport>},
   {backend::mpi_persistent,      "mpi_persistent",      host,   "mpi persistent", "pack",              packed<packing::pack, make_persistent_mpi_transport>},
   {backend::mpi_pipeline,        "mpi_pipeline",        host,   "mpi",            "pipelined",         packed<packing::pipelined, make_mpi_transport>},

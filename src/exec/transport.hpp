@@ -12,11 +12,16 @@
 // every other wait of an exchange: a transport waits through its executor's bounded waits
 // (executor::wait_any / wait_all on MPI requests) or polls its executor's watch and clock.
 //
+// A transport that walks strided layouts itself (MPI's derived datatypes) can also take a
+// message as its boxes in the exchange's buffers: the `datatypes` packing then packs nothing and
+// hands it those boxes at declaration and the buffers' addresses at each post.
+//
 // A transport is host-driven (MPI, UCX, CMA: the host posts, progresses and completes each
 // message, so the bytes must be in place before a send is posted and are there once `wait_recv`
 // returned them) or stream-ordered (NCCL: posting enqueues the messages on the exchange's GPU
 // stream, behind the pack kernel and ahead of the unpack, and nothing ever waits on the host).
 
+#include "common/strided_region.hpp"
 #include "exec/executor.hpp"
 
 #include <cstddef>
@@ -33,11 +38,21 @@ struct io_run {
   std::size_t bytes = 0;
 };
 
+/// One box of a message in one of the exchange's buffers, for transports that walk layouts.
+struct wire_box {
+  int slot = 0;              ///< which buffer of the exchange (an index into `post`'s array)
+  strided_region cells;      ///< its cells (offset and strides in elements of that buffer)
+  std::size_t elem_size = 0; ///< bytes per element
+};
+
 /// One request of an exchange, as declared to a transport.
 struct wire_request {
   int peer = -1;         ///< rank in the plan's communicator
   std::size_t bytes = 0; ///< bytes it moves
   std::size_t runs = 0;  ///< the longest iov list it will be posted with; 0: contiguous only
+  /// Its boxes, in the message's byte order, when the transport walks them (`walks_boxes`);
+  /// empty otherwise.
+  std::vector<wire_box> boxes;
 };
 
 /// Moves byte ranges and iov lists to and from peers for one executor (one plan direction).
@@ -45,6 +60,8 @@ class transport {
 public:
   /// Returned by `wait_recv` when every receive was returned.
   static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+  /// `post`'s run count for a request that moves its declared boxes.
+  static constexpr std::size_t walked = std::numeric_limits<std::size_t>::max();
 
   transport() = default;
   virtual ~transport() = default;
@@ -59,6 +76,9 @@ public:
   /// (on that side: sender and receiver decide each for their own runs). A transport that
   /// pays per run (the kernel pins a page per iovec) packs short runs faster than it moves them.
   [[nodiscard]] virtual std::size_t iov_min_run() const noexcept { return 0; }
+  /// True when it walks declared boxes itself (MPI derived datatypes); otherwise the packing
+  /// executor declares none.
+  [[nodiscard]] virtual bool walks_boxes() const noexcept { return false; }
   /// True when the transport enqueues its messages on the exchange's GPU stream (see above):
   /// `use_stream` names the stream before each exchange's posts, the messages start in
   /// `posted`, `wait_recv` returns every receive at once (its data is ready for work enqueued
@@ -73,9 +93,14 @@ public:
   /// once, from the executor's constructor; collective setup (endpoints) happens here.
   virtual void declare(std::vector<wire_request> const& recvs,
                        std::vector<wire_request> const& sends, workspace_layout& layout) = 0;
-  /// Requests the transport adds to the declared ones (control messages), numbered after them,
-  /// for the watchdog's report; `wait_limits`-style waits on them use these indices.
-  [[nodiscard]] virtual std::vector<request_info> extra_requests() const { return {}; }
+  /// The requests the transport waits on, in the order of its waits' indices, for the
+  /// watchdog's report and `cancel_peer`, given `declared` (one entry per declared request,
+  /// receives first). The default is `declared`; a transport that adds control messages lists
+  /// them after it, one that moves a request as several messages lists each.
+  [[nodiscard]] virtual std::vector<request_info>
+  request_table(std::vector<request_info> declared) const {
+    return declared;
+  }
   /// The workspace is bound at `bases` (at plan time, or when the caller moved it).
   virtual void bind(workspace_bases const& bases) { (void)bases; }
   /// Fixed buffers only: request `i` always moves `buf` (called after `bind`).
@@ -88,9 +113,12 @@ public:
   /// executors; stream-ordered transports enqueue on it, the others ignore it).
   virtual void use_stream(void* stream) { (void)stream; }
   /// Posts request `i` (a receive or a send, by its index). With `runs` 0, `buf` is its
-  /// contiguous buffer of the declared bytes; otherwise it is a list of `runs` `io_run`s (at
+  /// contiguous buffer of the declared bytes; with `walked` (a request declared with boxes), it
+  /// is the exchange's array of buffer addresses (`void* const*`, indexed by `wire_box::slot`)
+  /// and the request moves its boxes there; otherwise it is a list of `runs` `io_run`s (at
   /// most the declared number) holding those bytes, which must stay valid until the request
-  /// completes.
+  /// completes. A request declared with boxes may still be posted contiguous (a combining
+  /// receive lands packed): its bytes are then the boxes' cells in order.
   virtual void post(std::size_t i, void* buf, std::size_t runs) = 0;
   /// Every request of the exchange is posted (a transport that progresses by polling starts
   /// what it could not start inline).

@@ -121,13 +121,13 @@ public:
   void declare(std::vector<wire_request> const& recvs, std::vector<wire_request> const& sends,
                workspace_layout& layout) override;
 
-  [[nodiscard]] std::vector<request_info> extra_requests() const override {
+  [[nodiscard]] std::vector<request_info>
+  request_table(std::vector<request_info> declared) const override {
     // A sender's exchange completes when its receiver has read: its address message is one
     // more send, and so is each "read" notice a receiver sends back.
-    std::vector<request_info> out;
-    for (std::size_t j = 0; j < sends_.size(); ++j) out.push_back({sends_[j].peer, 0, false});
-    for (std::size_t i = 0; i < recvs_.size(); ++i) out.push_back({recvs_[i].peer, 0, false});
-    return out;
+    for (std::size_t j = 0; j < sends_.size(); ++j) declared.push_back({sends_[j].peer, 0, false});
+    for (std::size_t i = 0; i < recvs_.size(); ++i) declared.push_back({recvs_[i].peer, 0, false});
+    return declared;
   }
 
   void bind(workspace_bases const& bases) override {

@@ -360,6 +360,15 @@ std::size_t region_byte_offset(schedule const& s, region const& r) {
   return static_cast<std::size_t>(make_region(r.b, sl.strides.data()).offset) * sl.elem_size;
 }
 
+std::vector<wire_box> message_boxes(schedule const& s, message const& m) {
+  std::vector<wire_box> out;
+  for (auto const& r : m.regions) {
+    auto const& sl = s.slots[static_cast<std::size_t>(r.slot)];
+    out.push_back({r.slot, make_region(r.b, sl.strides.data()), sl.elem_size});
+  }
+  return out;
+}
+
 std::size_t append_runs(schedule const& s, message const& m, std::vector<run_ref>& out) {
   std::size_t const first = out.size();
   for (auto const& reg : m.regions) {

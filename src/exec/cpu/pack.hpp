@@ -3,6 +3,7 @@
 // detail/box.hpp (row-major over each region's box), identical to the CUDA kernels'.
 
 #include "exec/combine.hpp"
+#include "exec/transport.hpp"
 #include "plan/schedule.hpp"
 
 #include <cstddef>
@@ -21,6 +22,9 @@ struct run_ref {
 /// continue each other (a region ending where the next one starts) become one. Returns how many
 /// runs it appended.
 std::size_t append_runs(schedule const& s, message const& m, std::vector<run_ref>& out);
+
+/// `m`'s regions as the boxes a transport walks (exec/transport.hpp), in the message's order.
+[[nodiscard]] std::vector<wire_box> message_boxes(schedule const& s, message const& m);
 
 /// Packs `m`'s regions from the slot buffers `bufs` into `out` (m.bytes bytes).
 void pack_message(schedule const& s, message const& m, void const* const* bufs, std::byte* out);

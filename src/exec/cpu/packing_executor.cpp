@@ -11,6 +11,7 @@ char const* to_string(packing p) noexcept {
   case packing::pack: return "pack";
   case packing::iov: return "iov";
   case packing::pipelined: return "pipelined";
+  case packing::datatypes: return "derived datatypes";
   }
   return "unknown";
 }
@@ -21,6 +22,9 @@ packing_executor::packing_executor(schedule s, exec_config const& cfg, backend p
   // The transport first: making it may be collective (UCX bootstraps its worker), and nothing
   // before it may fail on one rank only.
   transport_ = make(*this);
+  HALOX_REQUIRE(strategy_ != packing::datatypes || transport_->walks_boxes(), errc::internal,
+                std::string("backend ") + to_string(preset) + ": the " + transport_->name() +
+                    " transport does not walk derived datatypes");
   add_pieces(sched_.recvs, true);
   add_pieces(sched_.sends, false);
   // Areas: the packed sends, then every receive's landing area (a reverse exchange combines,
@@ -48,16 +52,18 @@ packing_executor::packing_executor(schedule s, exec_config const& cfg, backend p
   iov_area_ = reserve(memory_kind::host, runs_.size() * sizeof(io_run));
 
   std::vector<wire_request> rw, sw;
-  for (auto const& p : rpieces_) {
-    rw.push_back({sched_.recvs[p.msg].peer, p.range.bytes, p.runs});
-    info_.push_back({sched_.recvs[p.msg].peer, p.range.bytes, true});
-  }
-  for (auto const& p : spieces_) {
-    sw.push_back({sched_.sends[p.msg].peer, p.range.bytes, p.runs});
-    info_.push_back({sched_.sends[p.msg].peer, p.range.bytes, false});
+  for (auto* side : {&rpieces_, &spieces_}) {
+    bool const recv = side == &rpieces_;
+    for (auto const& p : *side) {
+      auto const& m = message_of(p, recv);
+      wire_request w{m.peer, p.range.bytes, p.runs, {}};
+      if (p.mode == how::walked) w.boxes = message_boxes(sched_, m);
+      (recv ? rw : sw).push_back(std::move(w));
+      info_.push_back({m.peer, p.range.bytes, recv});
+    }
   }
   transport_->declare(rw, sw, layout());
-  for (auto const& r : transport_->extra_requests()) info_.push_back(r);
+  info_ = transport_->request_table(std::move(info_));
 }
 
 void packing_executor::add_pieces(std::vector<message> const& msgs, bool recv) {
@@ -66,9 +72,12 @@ void packing_executor::add_pieces(std::vector<message> const& msgs, bool recv) {
   bool const iov = strategy_ == packing::iov && transport_->moves_iov();
   for (std::size_t i = 0; i < msgs.size(); ++i) {
     auto const& m = msgs[i];
-    how const whole = !fixed && message_contiguous(sched_, m) ? how::inplace
-                      : iov                                   ? how::iov
-                                                              : how::packed;
+    // Walked messages go as their boxes even when contiguous: both sides must split a message
+    // into the same MPI messages, and each walks its own layout.
+    how const whole = strategy_ == packing::datatypes           ? how::walked
+                      : !fixed && message_contiguous(sched_, m) ? how::inplace
+                      : iov                                     ? how::iov
+                                                                : how::packed;
     if (strategy_ != packing::pipelined) {
       piece p{i, {0, m.bytes}, {}, whole, 0, 0, 0};
       if (whole == how::iov) {
@@ -137,6 +146,7 @@ void* packing_executor::wire_buffer(piece const& p, how mode, bool recv, std::si
   case how::iov:
     runs = p.runs;
     return ws(memory_kind::host, iov_area_) + p.first_run * sizeof(io_run);
+  case how::walked: runs = transport::walked; return const_cast<void**>(bufs_);
   case how::packed: break;
   }
   return ws(memory_kind::host, p.area);

@@ -11,10 +11,12 @@
 //               (transports that move iov lists; a combining reverse exchange still lands and
 //               unpacks what it receives);
 //   pipelined   like pack, but a long message travels as fragments (plan/fragments.hpp), each
-//               packed just before it is sent and unpacked as soon as it lands.
+//               packed just before it is sent and unpacked as soon as it lands;
+//   datatypes   every message goes as its boxes in the tensors, which the transport walks
+//               itself (MPI derived datatypes: halox packs nothing; a combining reverse
+//               exchange still lands and unpacks what it receives).
 //
-// The backends mpi_pack, mpi_persistent, mpi_pipeline, ucx and ucx_iov are presets of it
-// (exec/presets.hpp).
+// The host backends that move point-to-point messages are presets of it (exec/backend_table.cpp).
 
 #include "exec/cpu/pack.hpp"
 #include "exec/executor.hpp"
@@ -28,9 +30,9 @@
 namespace halox::detail {
 
 /// How the packing executor puts non-contiguous messages on the wire.
-enum class packing { pack, iov, pipelined };
+enum class packing { pack, iov, pipelined, datatypes };
 
-/// Name of a packing strategy ("pack", "iov", "pipelined").
+/// Name of a packing strategy ("pack", "iov", "pipelined", "derived datatypes").
 [[nodiscard]] char const* to_string(packing p) noexcept;
 
 class packing_executor final : public host_executor {
@@ -55,7 +57,7 @@ protected:
 
 private:
   // How one piece leaves or lands.
-  enum class how : unsigned char { inplace, packed, iov };
+  enum class how : unsigned char { inplace, packed, iov, walked };
   /// One message, or one fragment of a message, on the wire: one transport request.
   struct piece {
     std::size_t msg = 0;                 ///< index into sched_.sends / sched_.recvs

@@ -50,7 +50,7 @@ public:
       info_.push_back({m.peer, m.bytes, false});
     }
     transport_->declare(rw, sw, layout());
-    for (auto const& r : transport_->extra_requests()) info_.push_back(r);
+    info_ = transport_->request_table(std::move(info_));
   }
 
   [[nodiscard]] backend kind() const noexcept override { return preset_; }

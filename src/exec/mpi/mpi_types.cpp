@@ -1,5 +1,6 @@
 #include "exec/mpi/mpi_types.hpp"
 
+#include "exec/cpu/pack.hpp"
 #include "exec/executor.hpp"
 
 #include <halox/error.hpp>
@@ -36,20 +37,17 @@ unique_datatype make_region_type(strided_region const& sr, std::size_t elem_size
 
 namespace {
 
-// One part: the regions [first, last) of `m`, all in one slot, as a struct of region types at
-// their byte offsets from the slot's base.
-unique_datatype make_part_type(schedule const& s, std::vector<strided_region> const& srs,
-                               std::vector<int> const& slots, std::size_t first, std::size_t last) {
-  std::size_t const n = last - first;
+// One part: the boxes [first, last) of one buffer, as a struct of region types at their byte
+// offsets from the buffer's base.
+unique_datatype make_part_type(wire_box const* boxes, std::size_t n) {
   std::vector<unique_datatype> owned;
   std::vector<int> lens(n, 1);
   std::vector<MPI_Aint> displs(n);
   std::vector<MPI_Datatype> types(n);
   for (std::size_t j = 0; j < n; ++j) {
-    auto const& sl = s.slots[static_cast<std::size_t>(slots[first + j])];
-    strided_region const& sr = srs[first + j];
-    owned.push_back(make_region_type(sr, sl.elem_size));
-    displs[j] = static_cast<MPI_Aint>(sr.offset) * static_cast<MPI_Aint>(sl.elem_size);
+    owned.push_back(make_region_type(boxes[j].cells, boxes[j].elem_size));
+    displs[j] =
+        static_cast<MPI_Aint>(boxes[j].cells.offset) * static_cast<MPI_Aint>(boxes[j].elem_size);
     types[j] = owned.back().get();
   }
   unique_datatype t;
@@ -61,35 +59,36 @@ unique_datatype make_part_type(schedule const& s, std::vector<strided_region> co
 
 } // namespace
 
+std::vector<typed_part> make_parts(std::vector<wire_box> const& boxes) {
+  // Empty boxes are left out on both sides alike (a region and its counterpart have the same
+  // volume), so sender and receiver still split at the same places.
+  std::vector<wire_box> live;
+  for (auto const& b : boxes)
+    if (b.cells.elements() != 0) live.push_back(b);
+  std::vector<typed_part> parts;
+  for (std::size_t first = 0; first < live.size();) {
+    std::size_t last = first + 1;
+    while (last < live.size() && live[last].slot == live[first].slot) ++last;
+    typed_part p;
+    p.slot = live[first].slot;
+    p.type = make_part_type(live.data() + first, last - first);
+    for (std::size_t j = first; j < last; ++j)
+      p.bytes += static_cast<std::size_t>(live[j].cells.elements()) * live[j].elem_size;
+    parts.push_back(std::move(p));
+    first = last;
+  }
+  return parts;
+}
+
 message_types::message_types(schedule const& s, std::vector<message> const& msgs)
     : parts_(msgs.size()) {
   bool several = false;
   for (std::size_t i = 0; i < msgs.size(); ++i) {
-    // Empty regions are left out on both sides alike (a region and its counterpart have the
-    // same volume), so the split points still agree.
-    std::vector<strided_region> srs;
-    std::vector<int> slots;
-    for (auto const& r : msgs[i].regions) {
-      strided_region const sr =
-          make_region(r.b, s.slots[static_cast<std::size_t>(r.slot)].strides.data());
-      if (sr.elements() == 0) continue;
-      srs.push_back(sr);
-      slots.push_back(r.slot);
-    }
-    for (std::size_t first = 0; first < srs.size();) {
-      std::size_t last = first + 1;
-      while (last < srs.size() && slots[last] == slots[first]) ++last;
-      typed_part p;
-      p.slot = slots[first];
-      p.type = make_part_type(s, srs, slots, first, last);
-      for (std::size_t j = first; j < last; ++j)
-        p.bytes += static_cast<std::size_t>(srs[j].elements()) *
-                   s.slots[static_cast<std::size_t>(slots[j])].elem_size;
+    parts_[i] = make_parts(message_boxes(s, msgs[i]));
+    for (auto const& p : parts_[i]) {
       if (single_slot_ < 0 && !several) single_slot_ = p.slot;
       if (p.slot != single_slot_) several = true;
-      parts_[i].push_back(std::move(p));
       ++total_;
-      first = last;
     }
   }
   if (several) single_slot_ = -1;

@@ -10,6 +10,7 @@
 // the same places, because both walk the regions in the agreed order and region k has the same
 // slot role (same tensor, or source -> destination) on both sides.
 
+#include "exec/transport.hpp"
 #include "plan/schedule.hpp"
 
 #include <halox/detail/mpi_handle.hpp>
@@ -36,6 +37,10 @@ struct typed_part {
   unique_datatype type;
   std::size_t bytes = 0; ///< packed size (the part's share of the message, in order)
 };
+
+/// The MPI messages one message's `boxes` travel as: one part per run of consecutive boxes in
+/// one buffer, empty boxes left out (empty when nothing moves).
+[[nodiscard]] std::vector<typed_part> make_parts(std::vector<wire_box> const& boxes);
 
 /// The datatypes of a list of schedule messages (one per peer), built once.
 class message_types {
