@@ -3,12 +3,16 @@
 // fall back to one cudaMemcpy per contiguous run). Local copies and fills still use the pack
 // kernels; a reverse exchange receives into a landing area and combines with the unpack kernel.
 //
-// The datatypes are the host backend's (exec/mpi/mpi_types.hpp): one per run of regions of one
-// buffer, relative to that buffer, built once whatever the buffer addresses.
+// Its messages go through the MPI point-to-point transport walking each message's boxes (the
+// host `datatypes` packing's path, exec/mpi/mpi_transport.hpp): one datatype per part of a
+// message, relative to its buffer, built once whatever the buffer addresses. What is its own is
+// the ordering against the caller's stream: MPI reads and writes the caller's buffers
+// directly, so the host waits for the stream's earlier work before it posts.
 
+#include "exec/cpu/pack.hpp"
 #include "exec/cuda/device_executor.hpp"
 #include "exec/cuda/device_executors.hpp"
-#include "exec/mpi/mpi_types.hpp"
+#include "exec/mpi/mpi_transport.hpp"
 
 #include <halox/error.hpp>
 
@@ -22,47 +26,76 @@ class device_datatype_executor final : public device_executor {
 public:
   device_datatype_executor(schedule s, exec_config const& cfg)
       : device_executor(std::move(s), cfg, {false, true, cfg.fill_value, true}),
-        ready_(make_sync_event()), types_(sched_) {
+        ready_(make_sync_event()) {
     require_cuda_aware_mpi(cfg_.comm, kind());
-    for (auto const o : pack_.layout().recv_offset)
-      landing_offset_.push_back(static_cast<std::size_t>(o));
-    reqs_.assign(types_.requests(), MPI_REQUEST_NULL);
-    types_.describe(info_);
+    transport_ = make_mpi_transport(*this);
+    std::vector<wire_request> rw, sw;
+    for (auto const& m : sched_.recvs) {
+      rw.push_back({m.peer, m.bytes, 0, message_boxes(sched_, m)});
+      info_.push_back({m.peer, m.bytes, true});
+    }
+    for (auto const& m : sched_.sends) {
+      sw.push_back({m.peer, m.bytes, 0, message_boxes(sched_, m)});
+      info_.push_back({m.peer, m.bytes, false});
+    }
+    transport_->declare(rw, sw, layout());
+    info_ = transport_->request_table(std::move(info_));
   }
 
   [[nodiscard]] backend kind() const noexcept override { return backend::device_mpi_datatype; }
+  void warm_up() override { transport_->warm_up(); }
 
 protected:
+  void on_bind() override {
+    device_executor::on_bind();
+    transport_->bind(bases());
+  }
+
   void post(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
     bool const combine = op_ != combine_op::replace;
-    std::size_t const nr = types_.recv_requests();
+    std::size_t const nr = sched_.recvs.size();
+    std::size_t const ns = sched_.sends.size();
     order_.after_previous_unpack(st, nr > 0 && combine);
     pack_.pack(bufs_, st); // local-copy sources
-    if (!reqs_.empty()) {
+    if (nr + ns > 0) {
       // MPI reads and writes the caller's buffers directly: the stream's earlier work first.
       HALOX_CUDA_CHECK(cudaEventRecord(ready_.get(), st));
       HALOX_CUDA_CHECK(cudaEventSynchronize(ready_.get()));
     }
-    types_.post(bufs_, combine ? reinterpret_cast<std::byte*>(pack_.stream()) : nullptr,
-                landing_offset_.data(), cfg_.tag, cfg_.comm, reqs_.data());
+    // A combining receive cannot let MPI write into the buffer (the values there take part):
+    // its parts land one after the other in the packed stream, where the unpack combines them.
+    auto const& l = pack_.layout();
+    auto* const bufs = const_cast<void**>(bufs_);
+    for (std::size_t i = 0; i < nr; ++i) {
+      if (combine)
+        transport_->post(i, pack_.stream() + l.recv_offset[i], 0);
+      else
+        transport_->post(i, bufs, transport::walked);
+    }
+    for (std::size_t j = 0; j < ns; ++j) transport_->post(nr + j, bufs, transport::walked);
+    transport_->posted();
     order_.started(st);
   }
 
   void complete(void* stream) override {
     auto const st = static_cast<cudaStream_t>(stream);
-    std::size_t const nr = types_.recv_requests();
     order_.join(st);
-    wait_all(0, nr);
+    while (transport_->wait_recv() != transport::none) {
+    }
     pack_.unpack(bufs_, op_, st, op_ != combine_op::replace);
     order_.unpacked(st);
-    wait_all(nr, reqs_.size() - nr);
+    transport_->wait_sends();
+  }
+
+  void cancel_peer(int peer) noexcept override { transport_->cancel_peer(peer); }
+  [[nodiscard]] bool abandon_requests(double grace) noexcept override {
+    return transport_->abandon(grace);
   }
 
 private:
   unique_event ready_;
-  part_exchange types_;
-  std::vector<std::size_t> landing_offset_; // receive message i's parts land at stream + this
+  std::unique_ptr<transport> transport_;
 };
 
 } // namespace

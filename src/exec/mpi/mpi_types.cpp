@@ -94,39 +94,4 @@ message_types::message_types(schedule const& s, std::vector<message> const& msgs
   if (several) single_slot_ = -1;
 }
 
-part_exchange::part_exchange(schedule const& s) : s_(s), sends_(s, s.sends), recvs_(s, s.recvs) {
-  for (std::size_t i = 0; i < s.recvs.size(); ++i)
-    for (auto const& p : recvs_.parts(i))
-      mpi_int_count(p.bytes, "a received message part in bytes");
-}
-
-void part_exchange::describe(std::vector<request_info>& info) const {
-  for (std::size_t i = 0; i < s_.recvs.size(); ++i)
-    for (auto const& p : recvs_.parts(i)) info.push_back({s_.recvs[i].peer, p.bytes, true});
-  for (std::size_t i = 0; i < s_.sends.size(); ++i)
-    for (auto const& p : sends_.parts(i)) info.push_back({s_.sends[i].peer, p.bytes, false});
-}
-
-void part_exchange::post(void* const* bufs, std::byte* landing, std::size_t const* landing_offset,
-                         int tag, MPI_Comm comm, MPI_Request* reqs) const {
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < s_.recvs.size(); ++i) {
-    int const peer = s_.recvs[i].peer;
-    std::byte* at = landing ? landing + landing_offset[i] : nullptr;
-    for (auto const& p : recvs_.parts(i)) {
-      if (landing) {
-        HALOX_MPI_CHECK(
-            MPI_Irecv(at, static_cast<int>(p.bytes), MPI_BYTE, peer, tag, comm, &reqs[k++]));
-        at += p.bytes;
-      } else {
-        HALOX_MPI_CHECK(MPI_Irecv(bufs[p.slot], 1, p.type.get(), peer, tag, comm, &reqs[k++]));
-      }
-    }
-  }
-  for (std::size_t i = 0; i < s_.sends.size(); ++i)
-    for (auto const& p : sends_.parts(i))
-      HALOX_MPI_CHECK(
-          MPI_Isend(bufs[p.slot], 1, p.type.get(), s_.sends[i].peer, tag, comm, &reqs[k++]));
-}
-
 } // namespace halox::detail

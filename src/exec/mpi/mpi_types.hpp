@@ -1,6 +1,7 @@
 #pragma once
 // MPI derived datatypes that describe schedule messages, so that MPI itself gathers and
-// scatters the strided cells (mpi_datatype, alltoallw and device_mpi_datatype backends).
+// scatters the strided cells (the MPI transport walking a message's boxes, behind mpi_datatype
+// and device_mpi_datatype, and alltoallw).
 //
 // A message whose regions lie in several buffers (slots) travels as several MPI messages, one
 // per run of consecutive regions of one slot ("part"), each described by one committed type
@@ -61,34 +62,6 @@ private:
   std::vector<std::vector<typed_part>> parts_;
   std::size_t total_ = 0;
   int single_slot_ = -1;
-};
-
-struct request_info;
-
-/// Both directions of a schedule as part datatypes, and the one way the datatype backends
-/// (`mpi_datatype` on host memory, `device_mpi_datatype` on device memory) post them: one MPI
-/// message per part, receives first.
-class part_exchange {
-public:
-  explicit part_exchange(schedule const& s);
-
-  /// Requests of the receives (the first ones), and of the whole exchange.
-  [[nodiscard]] std::size_t recv_requests() const noexcept { return recvs_.total_parts(); }
-  [[nodiscard]] std::size_t requests() const noexcept {
-    return recvs_.total_parts() + sends_.total_parts();
-  }
-  /// One entry per request, in posting order, for the watchdog's report.
-  void describe(std::vector<request_info>& info) const;
-  /// Posts every receive, then every send, into `reqs` (`requests()` of them). With `landing`
-  /// null the receives go straight into the slot buffers `bufs`; otherwise receive message i's
-  /// parts land one after the other from `landing + landing_offset[i]` (a combining exchange
-  /// unpacks them itself).
-  void post(void* const* bufs, std::byte* landing, std::size_t const* landing_offset, int tag,
-            MPI_Comm comm, MPI_Request* reqs) const;
-
-private:
-  schedule const& s_;
-  message_types sends_, recvs_;
 };
 
 } // namespace halox::detail
