@@ -47,6 +47,13 @@ void validate(std::string const& what, tensor_desc const& x) {
 }
 
 // The replicated parameters as "name=value; ..." for mismatch errors that say what differs.
+// `v` as a stream prints it (0.75, not 0.750000).
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 std::string params_text(std::vector<win1> const& win, index_t cout, boundary_fill f,
                         dist_options const& o) {
   std::string t;
@@ -59,8 +66,9 @@ std::string params_text(std::vector<win1> const& win, index_t cout, boundary_fil
   }
   t += "output channels=" + std::to_string(cout) +
        "; boundary=" + (f == boundary_fill::constant ? "constant" : "untouched") +
-       "; overlap=" + (o.overlap ? "on" : "off") + "; backend=" + to_string(o.method) +
-       "; provider=" + to_string(o.provider);
+       "; overlap=" + (o.overlap ? "on" : "off") +
+       "; overlap_min_interior=" + number_text(o.overlap_min_interior) +
+       "; backend=" + to_string(o.method) + "; provider=" + to_string(o.provider);
   return t;
 }
 
@@ -74,6 +82,7 @@ std::uint64_t params_hash(std::vector<win1> const& win, index_t cout, bool xb, b
   mix(xb ? 1 : 0);
   mix(static_cast<std::uint64_t>(f));
   mix(o.overlap ? 1 : 0);
+  mix(static_cast<std::uint64_t>(o.overlap_min_interior * 1e6));
   mix(static_cast<std::uint64_t>(o.method));
   mix(static_cast<std::uint64_t>(o.provider));
   return h;
@@ -119,6 +128,11 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
       x.grid().comm(), name,
       [&] {
         validate(name, x);
+        double const share = opt.overlap_min_interior;
+        HALOX_REQUIRE(share >= 0 && share <= 1, bad, // false for NaN too
+                      name + ": dist_options::overlap_min_interior = " + number_text(share) +
+                          "; use a share of the block in [0, 1] (0: always split off the "
+                          "interior)");
         mem = check_provider(name, opt, x.type());
       },
       [&] { return params_hash(win, out_channels, x_for_backward, fill, opt); },
@@ -194,6 +208,14 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   bwd_interior = make_box(bi);
   if (in_r[0][c[0]].empty()) // no samples: nothing to compute at all
     in_own = out_own = fwd_interior = bwd_interior = make_box(std::vector<range1>(nsp));
+  // An interior too small to be worth its boundary boxes' calls: the whole block is one
+  // boundary box, computed after the exchange.
+  auto const small = [&](box const& interior, box const& own) {
+    return static_cast<double>(interior.volume()) <
+           opt.overlap_min_interior * static_cast<double>(own.volume());
+  };
+  if (small(fwd_interior, out_own)) fwd_interior = make_box(std::vector<range1>(nsp));
+  if (small(bwd_interior, in_own)) bwd_interior = make_box(std::vector<range1>(nsp));
   fwd_boundary = boundary_boxes(out_own, fwd_interior);
   bwd_boundary = boundary_boxes(in_own, bwd_interior);
 

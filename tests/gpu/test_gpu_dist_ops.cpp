@@ -143,6 +143,7 @@ ops::dist_options host_opt(bool overlap) {
   ops::dist_options o;
   o.provider = ops::compute_provider::reference;
   o.overlap = overlap;
+  o.overlap_min_interior = 0; // split off every interior of these small blocks
   return o;
 }
 ops::dist_options device_opt(bool overlap) {
@@ -150,6 +151,7 @@ ops::dist_options device_opt(bool overlap) {
   o.provider = ops::compute_provider::cudnn;
   o.method = backend::staged_mpi;
   o.overlap = overlap;
+  o.overlap_min_interior = 0;
   return o;
 }
 

@@ -90,11 +90,13 @@ std::vector<dim_options> random_sizes(rng& r, shape_t const& shape, std::vector<
 }
 
 // The reference provider unless asked otherwise: its boxes are bitwise equal to the serial
-// kernels, which is what most tests below check.
+// kernels, which is what most tests below check. With overlap, every interior is split off,
+// however small (the tests' blocks are a few rows), so that the split is what they check.
 ops::dist_options with_overlap(bool on,
                                ops::compute_provider p = ops::compute_provider::reference) {
   ops::dist_options o;
   o.overlap = on;
+  o.overlap_min_interior = 0;
   o.provider = p;
   return o;
 }
@@ -604,6 +606,49 @@ template <class T> void check_conv_relu(shape_t const& xs, std::vector<int> cons
   expect_close(dxb, dxa, tol, "dx");
   expect_close(dwb, dwa, tol, "dw");
   expect_close(dbb, dba, tol, "db");
+}
+
+// With overlap, a rank whose interior covers less than dist_options::overlap_min_interior of
+// its block computes the block in one call after the exchange: 3 rows per rank and a 3x3
+// window leave an interior of 1 or 2 rows of 3, below the default 0.75 on every rank and
+// split off at 0. The results are the same bits either way, and a share outside [0, 1] is an
+// error on every rank that names it.
+TEST(DistOps, SmallInteriorsAreNotSplitOff) {
+  int const p = world_size();
+  process_grid grid(MPI_COMM_WORLD, {1, 1, p, 1});
+  tensor_desc const xd(grid, {2, 3, 3 * p, 5}, halox::dtype::float64);
+  shape_t const ws{2, 3, 3, 3};
+  ops::conv_params const cp{{}, {1}, {1}, {}};
+  auto const x = random_tensor<double>(xd.shape(), 41), w = random_tensor<double>(ws, 42);
+  std::vector<std::vector<double>> ys;
+  for (double share : {0.75, 0.0}) {
+    ops::dist_options o = with_overlap(true);
+    o.overlap_min_interior = share;
+    ops::dist_conv<double> layer(xd, ws, cp, o);
+    std::string const d = layer.describe();
+    bool const whole =
+        d.find("forward: interior [0, 0) x [0, 0) + 1 boundary box(es)") != std::string::npos;
+    // One rank alone has no boundary: its interior is its block, whatever the share.
+    EXPECT_EQ(whole, p > 1 && share > 0) << "share " << share << ": " << d;
+    auto xl = scatter(layer.input_desc(), x);
+    ys.emplace_back(static_cast<std::size_t>(layer.output_desc().local_elements()));
+    layer.forward(tensor_view(layer.input_desc(), xl), {w.data(), ws}, nullptr,
+                  tensor_view(layer.output_desc(), ys.back()));
+  }
+  EXPECT_EQ(ys[0], ys[1]) << "the split changed the result on " << p << " ranks";
+  for (double share : {1.5, -0.25}) {
+    ops::dist_options o;
+    o.overlap_min_interior = share;
+    try {
+      ops::dist_conv<double> layer(xd, ws, cp, o);
+      ADD_FAILURE() << "share " << share << " accepted";
+    } catch (halox::error const& e) {
+      EXPECT_EQ(e.code(), halox::errc::invalid_argument);
+      std::ostringstream v;
+      v << "overlap_min_interior = " << share << "; use a share of the block in [0, 1]";
+      EXPECT_NE(e.message().find(v.str()), std::string::npos) << e.what();
+    }
+  }
 }
 
 // The fused calls check their buffers as the unfused ones do: a y or dy of other blocks is an

@@ -65,7 +65,8 @@ void check_layers(std::vector<int> const& dims, bool overlap, ops::bn_stats_mode
   ops::dist_options o;
   o.provider = ops::compute_provider::reference;
   o.overlap = overlap;
-  o.progress_min_bytes = 0; // cut the overlapped interiors into pieces too
+  o.progress_min_bytes = 0;   // cut the overlapped interiors into pieces too
+  o.overlap_min_interior = 0; // however small
   ops::dist_conv<T> conv(xd, ws, ops::conv_params{{}, {1}, {1}, {}}, o);
   tensor_desc const& yd = conv.output_desc();
   ops::dist_batch_norm<T> bn(yd, mode, {}, o);

@@ -33,6 +33,13 @@ struct dist_options {
   int progress_polls = 8;
   /// Bytes per peer (sent plus received) from which the interior is split for progress polls.
   std::size_t progress_min_bytes = std::size_t(64) << 10;
+  /// With overlap, the least share of this rank's block (the output forward, the input
+  /// backward) the interior must cover, in [0, 1]; where it covers less, this rank computes its
+  /// block in one call after the exchange, as without overlap. A small interior (small maps
+  /// cut into a few rows) hides little of the exchange, while each boundary box is one more
+  /// kernel call, and with the oneDNN provider one more pair of layout reorders. 0: always
+  /// split. Results are bitwise equal either way.
+  double overlap_min_interior = 0.75;
   /// How halos and output gradients move. `automatic` measures the candidates when the
   /// operator is built (several collective rounds); the default never does.
   backend method = backend::mpi_pack;
