@@ -41,9 +41,15 @@ if [[ ${1:-} == --bundle ]]; then
   dir=$(mktemp -d)/bundle
   mkdir -p "$dir/bin" "$dir/lib"
   for b in "${bins[@]}"; do strip --strip-debug -o "$dir/bin/$(basename "$b")" "$b"; done
-  # Every shared library the binaries load, except the C library family (always there) and the
-  # CUDA toolkit's own (the GPU machine has a toolkit; NCCL is too large to carry).
-  ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+  # The MPICH launcher, for the 2-rank run (Debian's hydra loads libslurm and its kin).
+  launchers=()
+  for exe in mpiexec.hydra hydra_pmi_proxy; do
+    p=$(command -v "$exe") && launchers+=("$p")
+  done
+  # Every shared library the binaries and the launcher load, except the C library family
+  # (always there) and the CUDA toolkit's own (the GPU machine has a toolkit; NCCL is too large
+  # to carry).
+  ldd "${bins[@]}" "${launchers[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
     libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux*) continue ;;
     esac
@@ -51,10 +57,8 @@ if [[ ${1:-} == --bundle ]]; then
     [[ $(basename "$lib") == libcudnn* ]] && continue
     strip --strip-unneeded -o "$dir/lib/$(basename "$lib")" "$(readlink -f "$lib")"
   done
-  # The MPICH launcher, for the 2-rank run, and UCX's transport modules.
-  for exe in mpiexec.hydra hydra_pmi_proxy; do
-    p=$(command -v "$exe") && cp "$p" "$dir/bin/"
-  done
+  cp "${launchers[@]}" "$dir/bin/"
+  # UCX's transport modules.
   ucx_modules=$(dirname "$(ldconfig -p | awk '/libuct.so.0 /{print $NF; exit}')")/ucx
   [[ -d $ucx_modules ]] && mkdir -p "$dir/lib/ucx" && cp -L "$ucx_modules"/*.so.0 "$dir/lib/ucx/" 2>/dev/null
   git rev-parse HEAD >"$dir/COMMIT" 2>/dev/null || true

@@ -81,8 +81,10 @@ struct device_slots {
   explicit device_slots(std::vector<std::vector<unsigned char>> const& h) {
     for (auto const& b : h) {
       void* p = nullptr;
-      // 8 bytes past a 256-byte boundary: 16-byte words must be capped at run time.
-      EXPECT_EQ(cudaMalloc(&p, b.size() + 8), cudaSuccess);
+      // 8 bytes past a 256-byte boundary: 16-byte words must be capped at run time. 8 bytes
+      // more at the end keep the pointer of an empty buffer inside its allocation, where the
+      // pack engine's memory-type check finds it to be device memory.
+      EXPECT_EQ(cudaMalloc(&p, b.size() + 16), cudaSuccess);
       p = static_cast<unsigned char*>(p) + 8;
       EXPECT_EQ(cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
       ptr.push_back(p);
