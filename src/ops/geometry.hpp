@@ -120,6 +120,10 @@ struct source_span {
 };
 source_span source_geometry(window3 const& w, box3 const& ob, int d);
 
+/// Divisor of the average window at output position `o`: its taps inside the padded input
+/// (`include_pad`), or only the real ones.
+index_t avg_divisor(window3 const& w, index_t const (&o)[s3], bool include_pad);
+
 /// The local backward-data problem of a provider along spatial dimension `d`: the input
 /// gradient over [in.lo, in.hi) as a transposed convolution of the output gradient over
 /// [olo, ohi), which is the output footprint `ofp` extended with `ext_lo` zero outputs below

@@ -30,21 +30,6 @@ template <class F> void for_each_tap(window3 const& w, index_t const (&o)[s3], F
   }
 }
 
-// Divisor of an average window: taps inside the padded input, or only the real ones.
-index_t avg_divisor(window3 const& w, index_t const (&o)[s3], bool include_pad) {
-  index_t n = 1;
-  for (int d = 0; d < s3; ++d) {
-    index_t lo = include_pad ? -w.pl[d] : 0, hi = include_pad ? w.in[d] + w.ph[d] : w.in[d];
-    index_t c = 0;
-    for (index_t k = 0; k < w.k[d]; ++k) {
-      index_t g = o[d] * w.s[d] - w.pl[d] + k * w.d[d];
-      c += (g >= lo && g < hi) ? 1 : 0;
-    }
-    n *= c;
-  }
-  return n;
-}
-
 // Global position of the window's winner: the first maximum in tap order, a NaN overriding
 // any number (PyTorch's rule). Every window has a real tap (checked by pool_window).
 template <class T> void argmax(window3 const& w, block3<T const> const& x, index_t n, index_t c,

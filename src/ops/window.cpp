@@ -249,6 +249,21 @@ box3 output_footprint(window3 const& w, box3 const& in) {
   return canonical(intersect3(r, w.out_box()));
 }
 
+// Divisor of an average window: taps inside the padded input, or only the real ones.
+index_t avg_divisor(window3 const& w, index_t const (&o)[s3], bool include_pad) {
+  index_t n = 1;
+  for (int d = 0; d < s3; ++d) {
+    index_t lo = include_pad ? -w.pl[d] : 0, hi = include_pad ? w.in[d] + w.ph[d] : w.in[d];
+    index_t c = 0;
+    for (index_t k = 0; k < w.k[d]; ++k) {
+      index_t g = o[d] * w.s[d] - w.pl[d] + k * w.d[d];
+      c += (g >= lo && g < hi) ? 1 : 0;
+    }
+    n *= c;
+  }
+  return n;
+}
+
 source_span source_geometry(window3 const& w, box3 const& ob, int d) {
   index_t const span = (w.k[d] - 1) * w.d[d] + 1;
   index_t const g0 = ob.lo[d] * w.s[d] - w.pl[d];

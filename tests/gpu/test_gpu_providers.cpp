@@ -1,7 +1,8 @@
 // The cudnn compute provider against the reference kernels: convolution (forward, dx, dw, db)
-// and pooling computed box by box on device buffers, in float and double, 2-D and 3-D, compared
-// with the reference on the host. Every rank runs the same serial cases. Skips with the reason
-// when no CUDA device is visible or halox was built without cuDNN.
+// and pooling computed box by box (strided views, padding unequal on the two sides) on device
+// buffers, in float and double, 1-D to 3-D, compared with the reference on the host. Every rank
+// runs the same serial cases. Skips with the reason when no CUDA device is visible or halox was
+// built without cuDNN.
 #include "gpu_support.hpp"
 
 #include <halox/ops/conv.hpp>
@@ -119,10 +120,13 @@ template <class T> void pool_case(std::vector<index_t> xs, ops::pool_params cons
   ops::pool_backward<T>({x.data(), xs}, {dy.data(), ys}, {dx.data(), xs}, p);
   device_vec<T> dX(x), dDY(dy), dY(std::vector<T>(y.size())), dDX(std::vector<T>(x.size()));
   ops::local_kernels<T> k(ops::compute_provider::cudnn);
-  k.pool_forward_box(ops::const_tensor_ref<T>(dX.p, xs), in,
-                     ops::block_ref<T>(ops::tensor_ref<T>(dY.p, ys)), whole(ys), p);
-  k.pool_backward_box(ops::const_tensor_ref<T>(dX.p, xs), ops::const_tensor_ref<T>(dDY.p, ys), in,
-                      ops::block_ref<T>(ops::tensor_ref<T>(dDX.p, xs)), whole(xs), p);
+  // Half boxes: strided views whose padding differs on the two sides, as at a block edge.
+  for (auto const& ob : halves(ys))
+    k.pool_forward_box(ops::const_tensor_ref<T>(dX.p, xs), in,
+                       ops::block_ref<T>(ops::tensor_ref<T>(dY.p, ys)), ob, p);
+  for (auto const& ib : halves(xs))
+    k.pool_backward_box(ops::const_tensor_ref<T>(dX.p, xs), ops::const_tensor_ref<T>(dDY.p, ys), in,
+                        ops::block_ref<T>(ops::tensor_ref<T>(dDX.p, xs)), ib, p);
   EXPECT_LE(rel(dY.host(), y), tol) << "pool y";
   EXPECT_LE(rel(dDX.host(), dx), tol) << "pool dx";
 }
@@ -153,4 +157,13 @@ TEST(GpuProviders, CudnnPoolMatchesReference) {
   avg.kind = ops::pool_kind::average;
   pool_case<float>({2, 4, 12, 12}, mx, 1e-6);
   pool_case<double>({1, 3, 6, 8, 8}, avg, 1e-12);
+  ops::pool_params excl = avg; // divisor: the real inputs of each window
+  excl.count_include_pad = false;
+  pool_case<float>({2, 3, 9, 10}, excl, 1e-5);
+  ops::pool_params one_d; // 1-D, padding before only
+  one_d.kernel = {2};
+  one_d.stride = {1};
+  one_d.pad_lo = {1};
+  one_d.pad_hi = {0};
+  pool_case<double>({2, 3, 7}, one_d, 1e-12);
 }

@@ -2,8 +2,11 @@
 // cuDNN convolution API, whose algorithms `cudnnFind*AlgorithmEx` measures on the caller's
 // buffers the first time a problem shape is seen (with the workspace each needs); the winner is
 // remembered for the process (and HALOX_OPS_PLAN_CACHE). Boxes map to ordinary convolutions on
-// strided sub-views as in the oneDNN provider; cuDNN's padding is symmetric, so a box whose
-// padding is not is computed through a zero-padded scratch copy.
+// sub-views as in the oneDNN provider. cuDNN 9's convolution engines take fully packed tensors
+// only, so a box that is a strided view of a haloed buffer is copied into dense scratch (inputs
+// before the call, outputs after it). cuDNN's padding is symmetric, so a box whose padding is not
+// is computed through a zero-padded scratch copy; pooling always runs on such a copy, padded with
+// the value the padding stands for (lowest for max, zero for average), with no cuDNN padding.
 //
 // The legacy convolution API is deprecated in cuDNN 9 but still shipped and still the one with
 // Find*AlgorithmEx; the deprecation warnings are silenced for this file only.
@@ -20,6 +23,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <limits>
 #include <map>
 #include <sstream>
 #include <type_traits>
@@ -86,6 +90,7 @@ struct device_buffer {
     if (n > bytes) {
       HALOX_CUDNN(cudaFree(p));
       p = nullptr;
+      bytes = 0; // stays consistent if the allocation below throws
       HALOX_CUDNN(cudaMalloc(&p, n));
       bytes = n;
     }
@@ -135,6 +140,16 @@ std::size_t count(view const& v) {
   return n;
 }
 
+// True when `v` is dense row-major (the strides of unit dimensions do not matter); then its
+// strides are rewritten to the dense ones, which address the same elements.
+bool packed(view& v) {
+  view const d = dense_view(v.dims, v.ptr);
+  for (std::size_t i = 0; i < v.dims.size(); ++i)
+    if (v.dims[i] != 1 && v.strides[i] != d.strides[i]) return false;
+  v.strides = d.strides;
+  return true;
+}
+
 template <class T> void set(tensor_desc_h& t, view const& v) {
   HALOX_CUDNN(cudnnSetTensorNdDescriptor(t.d, data_type<T>(), static_cast<int>(v.dims.size()),
                                          v.dims.data(), v.strides.data()));
@@ -181,12 +196,11 @@ public:
     win wd;
     view yv = make_view(yb, nsp, ob, cout);
     if (!region(g, ob, nsp, src, wd)) { // windows read padding only: y = bias
-      fill_bias(yv, bias, cout);
+      fill_bias(yv, bias);
       return;
     }
     view xv = source(xb, nsp, src, cin, wd, scratch_x_);
-    conv_run(op, 0, xv, w, yv, wd, nullptr);
-    if (bias != nullptr) add_bias(yv, bias, cout);
+    conv_run(op, 0, xv, w, yv, wd, nullptr, bias);
   }
 
   void conv_backward_data(const_block_ref<T> dy, dims const& in_extent, const_tensor_ref<T> w,
@@ -281,7 +295,12 @@ public:
     HALOX_REQUIRE(db != nullptr || dyb.c == 0, bad, std::string(op) + ": db is null");
     require_device(op, {dy.ref.data, db});
     if (ob.volume() == 0 || dyb.n == 0 || dyb.c == 0) return;
-    view const dyv = make_view(dyb, nsp, ob, dyb.c);
+    view dyv = make_view(dyb, nsp, ob, dyb.c);
+    if (!packed(dyv)) { // cuDNN 9 reduces packed tensors only
+      view const d = dense_view(dyv.dims, pack_c_.get(count(dyv) * sizeof(T)));
+      copy(dyv, d);
+      dyv = d;
+    }
     tensor_desc_h td, bd;
     set<T>(td, dyv);
     set<T>(bd, bias_view(dyv, db));
@@ -304,17 +323,22 @@ public:
     if (ob.volume() == 0 || xb.n == 0 || xb.c == 0) return;
     box3 src;
     win wd;
-    HALOX_REQUIRE(region(g, ob, nsp, src, wd) && pool_ok(wd), bad,
-                  std::string(op) + ": cuDNN pooling needs dilation 1 and a box whose padding is "
-                                    "the same on both sides; use provider reference");
+    HALOX_REQUIRE(region(g, ob, nsp, src, wd), errc::internal,
+                  std::string(op) + ": the windows of out_box read no input");
+    HALOX_REQUIRE(pool_ok(wd), bad,
+                  std::string(op) + ": cuDNN pooling has no dilation; use provider reference or "
+                                    "onednn for dilated pooling");
+    index_t const c = xb.c;
+    view const xp = padded_source(p, make_view(xb, nsp, src, c), wd);
+    view const yd = out_view(xp, ob, nsp, scratch_y_);
     pool_desc_h pd;
     set_pool(pd, p, wd);
-    view const xv = make_view(xb, nsp, src, xb.c), yv = make_view(yb, nsp, ob, xb.c);
-    tensor_desc_h xd, yd;
-    set<T>(xd, xv);
-    set<T>(yd, yv);
+    tensor_desc_h xd, ydd;
+    set<T>(xd, xp);
+    set<T>(ydd, yd);
     T const one = 1, zero = 0;
-    HALOX_CUDNN(cudnnPoolingForward(h_, pd.d, &one, xd.d, xv.ptr, &zero, yd.d, yv.ptr));
+    HALOX_CUDNN(cudnnPoolingForward(h_, pd.d, &one, xd.d, xp.ptr, &zero, ydd.d, yd.ptr));
+    copy(p.kind == pool_kind::max ? yd : divided(yd, g, ob, p), make_view(yb, nsp, ob, c));
   }
 
   void pool_backward(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
@@ -323,45 +347,58 @@ public:
     int const nsp = spatial_dims(op, "dx", dx.ref.rank());
     block3<T> dxb = to_block3(op, "dx", dx, nsp);
     block3<T const> dyb = to_block3(op, "dy", dy, nsp);
-    block3<T const> xb = to_block3(op, "x", x, nsp);
+    bool const is_max = p.kind == pool_kind::max; // average pooling does not read x
+    block3<T const> xb = is_max ? to_block3(op, "x", x, nsp) : block3<T const>{};
     window3 const g = pool_window(op, in_extent, p);
     box3 const ib = to_box3(op, "in_box", in_box, nsp);
     require_inside(op, "in_box", ib, g, true);
     require_covers(op, "dx", dxb, ib, nsp, "in_box");
     box3 const ofp = output_footprint(g, ib);
     require_covers(op, "dy", dyb, ofp, nsp, "the output footprint of in_box");
-    require_covers(op, "x", xb, input_footprint(g, ofp), nsp,
-                   "the input footprint of the output footprint of in_box");
-    require_device(op, {x.ref.data, dy.ref.data, dx.ref.data});
+    if (is_max)
+      require_covers(op, "x", xb, input_footprint(g, ofp), nsp,
+                     "the input footprint of the output footprint of in_box");
+    require_device(op, {is_max ? x.ref.data : nullptr, dy.ref.data, dx.ref.data});
     if (ib.volume() == 0 || dxb.n == 0 || dxb.c == 0) return;
     box3 src;
     win wd;
-    bool ok = ofp.volume() > 0 && region(g, ofp, nsp, src, wd) && pool_ok(wd);
+    bool ok = ofp.volume() > 0 && region(g, ofp, nsp, src, wd);
     for (int d = 0; ok && d < s3; ++d) ok = ib.lo[d] >= src.lo[d] && ib.hi[d] <= src.hi[d];
     HALOX_REQUIRE(ok, bad,
-                  std::string(op) + ": cuDNN pooling needs dilation 1, padding equal on both "
-                                    "sides and every input of the box inside some window; use "
-                                    "provider reference");
+                  std::string(op) + ": every input of in_box must lie inside some window for the "
+                                    "cudnn provider; use provider reference");
+    HALOX_REQUIRE(pool_ok(wd), bad,
+                  std::string(op) + ": cuDNN pooling has no dilation; use provider reference or "
+                                    "onednn for dilated pooling");
+    index_t const c = dxb.c;
+    // The forward pass again on the padded source (cuDNN's backward takes y), then the
+    // gradient of that source, whose part under in_box is dx.
+    std::vector<int> const before = wd.pad; // padded_source zeroes it
+    view const xp =
+        padded_source(p, is_max ? make_view(xb, nsp, src, c) : shape_of(dxb, nsp, src), wd);
+    view const yd = out_view(xp, ofp, nsp, scratch_y_);
+    view dyd = dense_view(yd.dims, scratch_dy_.get(count(yd) * sizeof(T)));
+    copy(make_view(dyb, nsp, ofp, c), dyd);
+    if (p.kind != pool_kind::max) dyd = divided(dyd, g, ofp, p);
+    view const rv = dense_view(xp.dims, scratch_dx_.get(count(xp) * sizeof(T)));
     pool_desc_h pd;
     set_pool(pd, p, wd);
-    index_t const c = dxb.c;
-    view const xv = make_view(xb, nsp, src, c), dyv = make_view(dyb, nsp, ofp, c);
-    view const yv = dense_view(dyv.dims, scratch_y_.get(count(dyv) * sizeof(T)));
-    view const rv = dense_view(xv.dims, scratch_dx_.get(count(xv) * sizeof(T)));
-    tensor_desc_h xd, yd, dyd, rd;
-    set<T>(xd, xv);
-    set<T>(yd, yv);
-    set<T>(dyd, dyv);
+    tensor_desc_h xd, ydd, dydd, rd;
+    set<T>(xd, xp);
+    set<T>(ydd, yd);
+    set<T>(dydd, dyd);
     set<T>(rd, rv);
     T const one = 1, zero = 0;
-    HALOX_CUDNN(cudnnPoolingForward(h_, pd.d, &one, xd.d, xv.ptr, &zero, yd.d, yv.ptr));
-    HALOX_CUDNN(cudnnPoolingBackward(h_, pd.d, &one, yd.d, yv.ptr, dyd.d, dyv.ptr, xd.d, xv.ptr,
+    HALOX_CUDNN(cudnnPoolingForward(h_, pd.d, &one, xd.d, xp.ptr, &zero, ydd.d, yd.ptr));
+    HALOX_CUDNN(cudnnPoolingBackward(h_, pd.d, &one, ydd.d, yd.ptr, dydd.d, dyd.ptr, xd.d, xp.ptr,
                                      &zero, rd.d, rv.ptr));
     view const dxv = make_view(dxb, nsp, ib, c);
     std::vector<int> off{0, 0};
     if (nsp == 1) off.push_back(0);
-    for (int i = 0; i < nsp; ++i)
-      off.push_back(static_cast<int>(ib.lo[d3(nsp, i)] - src.lo[d3(nsp, i)]));
+    for (int i = 0; i < nsp; ++i) {
+      int const d = d3(nsp, i);
+      off.push_back(static_cast<int>(ib.lo[d] - src.lo[d]) + before[off.size() - 2]);
+    }
     copy(sub(rv, dxv.dims, off), dxv);
   }
 
@@ -673,14 +710,15 @@ private:
   static bool pool_ok(win const& wd) {
     for (int d : wd.dil)
       if (d != 1) return false;
-    return wd.symmetric;
+    return true;
   }
 
+  // Pooling runs on a padded copy of its source with no cuDNN padding (`padded_source`), so an
+  // average is a plain window sum over the kernel size; `divided` turns it into halox's divisor.
   void set_pool(pool_desc_h& pd, pool_params const& p, win const& wd) const {
-    cudnnPoolingMode_t const mode = p.kind == pool_kind::max ? CUDNN_POOLING_MAX_DETERMINISTIC
-                                    : p.count_include_pad
-                                        ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                        : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    cudnnPoolingMode_t const mode = p.kind == pool_kind::max
+                                        ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                        : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
     HALOX_CUDNN(cudnnSetPoolingNdDescriptor(pd.d, mode, CUDNN_PROPAGATE_NAN,
                                             static_cast<int>(wd.kernel.size()), wd.kernel.data(),
                                             wd.pad.data(), wd.stride.data()));
@@ -699,6 +737,72 @@ private:
     }
     std::fill(wd.pad.begin(), wd.pad.end(), 0);
     return embed(v, pd, off, buf);
+  }
+
+  // The clipped source region `v` of a pooling box copied into dense scratch with the window's
+  // padding around it, filled with what the padding stands for: -inf for max (never a window's
+  // maximum; every window has a real tap), zero for average (all zeros where v has no data).
+  // cuDNN's own padding is symmetric, which the padding of a box at a block edge seldom is;
+  // `wd.pad` is zero afterwards.
+  view padded_source(pool_params const& p, view const& v, win& wd) {
+    std::vector<int> dims{v.dims[0], v.dims[1]}, off{0, 0};
+    for (std::size_t i = 2; i < v.dims.size(); ++i) {
+      dims.push_back(v.dims[i] + wd.pad[i - 2] + wd.lo_pad_r[i - 2]);
+      off.push_back(wd.pad[i - 2]);
+    }
+    std::fill(wd.pad.begin(), wd.pad.end(), 0);
+    view full = dense_view(dims, nullptr);
+    full.ptr = scratch_x_.get(count(full) * sizeof(T));
+    T const fill = p.kind == pool_kind::max ? -std::numeric_limits<T>::infinity() : T(0);
+    tensor_desc_h fd;
+    set<T>(fd, full);
+    HALOX_CUDNN(cudnnSetTensor(h_, fd.d, full.ptr, &fill));
+    if (v.ptr != nullptr) copy(v, sub(full, v.dims, off));
+    return full;
+  }
+
+  // The dims of the source region `src` of block b, with no data: average pooling's backward,
+  // which cuDNN gives an x argument that it does not read.
+  static view shape_of(block3<T> const& b, int nsp, box3 const& src) {
+    std::vector<int> dims{static_cast<int>(b.n), static_cast<int>(b.c)};
+    if (nsp == 1) dims.push_back(1);
+    for (int i = 0; i < nsp; ++i) dims.push_back(static_cast<int>(src.extent(d3(nsp, i))));
+    return dense_view(dims, nullptr);
+  }
+
+  // A dense [N, C, out...] view in `buf` for the pooling outputs `ob` of the padded source xp.
+  static view out_view(view const& xp, box3 const& ob, int nsp, device_buffer& buf) {
+    std::vector<int> dims{xp.dims[0], xp.dims[1]};
+    if (nsp == 1) dims.push_back(1);
+    for (int i = 0; i < nsp; ++i) dims.push_back(static_cast<int>(ob.extent(d3(nsp, i))));
+    view v = dense_view(dims, nullptr);
+    v.ptr = buf.get(count(v) * sizeof(T));
+    return v;
+  }
+
+  // a (window sums over the kernel size, or their gradients, dense over the outputs `ob`)
+  // times kernel size / halox's divisor per output position, in scratch: the average with
+  // p.count_include_pad's divisor. `a` itself where every factor is 1.
+  view divided(view const& a, window3 const& g, box3 const& ob, pool_params const& p) {
+    std::vector<int> dims(a.dims.size(), 1);
+    for (std::size_t i = 2; i < a.dims.size(); ++i) dims[i] = a.dims[i];
+    view f = dense_view(dims, nullptr);
+    std::vector<T> h;
+    h.reserve(count(f));
+    bool ones = true;
+    index_t o[s3];
+    for (o[0] = ob.lo[0]; o[0] < ob.hi[0]; ++o[0])
+      for (o[1] = ob.lo[1]; o[1] < ob.hi[1]; ++o[1])
+        for (o[2] = ob.lo[2]; o[2] < ob.hi[2]; ++o[2]) {
+          index_t const div = avg_divisor(g, o, p.count_include_pad);
+          ones = ones && div == g.kvol();
+          h.push_back(static_cast<T>(static_cast<double>(g.kvol()) / static_cast<double>(div)));
+        }
+    if (ones) return a;
+    f.ptr = upload(h, scratch_f_);
+    view r = dense_view(a.dims, scratch_div_.get(count(a) * sizeof(T)));
+    op_tensor(CUDNN_OP_TENSOR_MUL, a, f, r);
+    return r;
   }
 
   // `v` copied into a zeroed dense buffer of `dims` at offset `off`.
@@ -736,19 +840,19 @@ private:
     d[1] = y.dims[1];
     return dense_view(d, const_cast<T*>(bias));
   }
-  void add_bias(view const& y, T const* bias, index_t) {
+  void add_bias(view const& y, T const* bias) {
     tensor_desc_h bd, yd;
     set<T>(bd, bias_view(y, bias));
     set<T>(yd, y);
     T const one = 1;
     HALOX_CUDNN(cudnnAddTensor(h_, &one, bd.d, bias, &one, yd.d, y.ptr));
   }
-  void fill_bias(view const& y, T const* bias, index_t cout) {
+  void fill_bias(view const& y, T const* bias) {
     tensor_desc_h yd;
     set<T>(yd, y);
     T const zero = 0;
     HALOX_CUDNN(cudnnSetTensor(h_, yd.d, y.ptr, &zero));
-    if (bias != nullptr) add_bias(y, bias, cout);
+    if (bias != nullptr) add_bias(y, bias);
   }
 
   static view flat_view(tensor_ref<T const> const& t) {
@@ -768,8 +872,21 @@ private:
   // Runs one convolution (kind 0 forward: a = x, c = y; 1 backward-data: a = dx, c = dy;
   // 2 backward-filter: a = x, c = dy, accumulating into dw), choosing the algorithm with
   // cudnnFind*AlgorithmEx the first time the shape is seen.
-  void conv_run(char const* op, int kind, view const& a, const_tensor_ref<T> const& w,
-                view const& c, win const& wd, T* dw) {
+  // `bias` (forward only) is added to y. cuDNN 9's engines refuse strided tensors: a strided
+  // input is packed into scratch before the call, a strided output computed in scratch and
+  // copied out after it.
+  void conv_run(char const* op, int kind, view const& a_user, const_tensor_ref<T> const& w,
+                view const& c_user, win const& wd, T* dw, T const* bias = nullptr) {
+    bool const a_out = kind == 1, c_out = kind == 0;
+    view a = a_user, c = c_user;
+    if (!packed(a)) {
+      a = dense_view(a_user.dims, pack_a_.get(count(a_user) * sizeof(T)));
+      if (!a_out) copy(a_user, a);
+    }
+    if (!packed(c)) {
+      c = dense_view(c_user.dims, pack_c_.get(count(c_user) * sizeof(T)));
+      if (!c_out) copy(c_user, c);
+    }
     tensor_desc_h ad, cd;
     set<T>(ad, a);
     set<T>(cd, c);
@@ -815,6 +932,9 @@ private:
       HALOX_CUDNN(cudnnConvolutionBackwardFilter(h_, &one, ad.d, a.ptr, cd.d, c.ptr, cv.d,
                                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
                                                  ws, ws_bytes, &one, fd.d, dw));
+    if (kind == 0 && bias != nullptr) add_bias(c, bias);
+    if (a_out && a.ptr != a_user.ptr) copy(a, a_user);
+    if (c_out && c.ptr != c_user.ptr) copy(c, c_user);
     (void)op;
   }
 
@@ -883,6 +1003,8 @@ private:
 
   cudnnHandle_t h_ = nullptr;
   device_buffer ws_, scratch_x_, scratch_dy_, scratch_dx_, scratch_y_, scratch_dw_;
+  device_buffer pack_a_, pack_c_;         // packed copies of strided convolution operands
+  device_buffer scratch_f_, scratch_div_; // average pooling: the factors, the divided values
   // Batch norm: per-channel operands and results, and the reduction workspace.
   device_buffer scratch_c0_, scratch_c1_, scratch_c2_, scratch_c3_, scratch_red_;
   std::map<std::string, measured_choice> chosen_;
