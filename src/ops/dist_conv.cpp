@@ -121,9 +121,9 @@ template <class T> void dist_conv<T>::run_forward(tensor_view const& x, const_te
   check_weights(impl_->w_shape, w.shape, "w");
   const_block_ref<T> const xb = haloed_block<T const>(x);
   block_ref<T> const yb = haloed_block<T>(y);
-  detail::run_overlapped(
-      L.opt, L.fwd_polls, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
-      L.fwd_interior, L.fwd_boundary, L.out_own,
+  detail::run_tuned(
+      L.opt, L.fwd_tune, L.tune_comm.get(), L.fwd_polls, L.in->grid().comm(),
+      [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior, L.fwd_boundary, L.out_own,
       [&](box const& b, bool) {
         if (relu)
           impl_->k.conv_forward_relu_box(xb, L.in_ext, w, bias, yb, b, impl_->p);
@@ -154,8 +154,12 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   index_t const nw = element_count(I.w_shape), nb = I.w_shape[0];
   const_block_ref<T> const dy_own = haloed_block<T const>(dy);
   block_ref<T> const dxb = want_dx ? haloed_block<T>(dx) : block_ref<T>{};
-  T* const ws = I.ws.reserve(static_cast<std::size_t>(L.gather->elements()));
-  const_block_ref<T> const dy_ws = detail::workspace_block<T>(ws, *L.gather);
+  // Overlap splits off the interior of dx unless measuring found one call on the whole block
+  // faster; the weight gradients run during the gather either way.
+  bool const split = L.opt.overlap && L.bwd_tune.split();
+  box_gather_plan& gather = L.gather_for(split);
+  T* const ws = I.ws.reserve(static_cast<std::size_t>(gather.elements()));
+  const_block_ref<T> const dy_ws = detail::workspace_block<T>(ws, gather);
   MPI_Request req = MPI_REQUEST_NULL;
 
   // Weight and bias gradients need only owned dy and the input halos left by forward, so they
@@ -192,22 +196,22 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
           ? L.opt.progress_polls
           : 1;
   double c = MPI_Wtime();
-  if (want_dx) L.gather->start(dy, ws);
+  if (want_dx) gather.start(dy, ws);
   double n = MPI_Wtime();
   t.start += n - c;
   if (L.opt.overlap) {
     weight_grads();
     c = MPI_Wtime();
-    if (want_dx && !L.bwd_interior.empty())
+    if (split && want_dx && !L.bwd_interior.empty())
       detail::run_in_pieces(L.bwd_interior, polls, I.reduce.get(), dx_box);
     n = MPI_Wtime();
     t.compute += n - c;
   }
-  if (want_dx) L.gather->wait();
+  if (want_dx) gather.wait();
   c = MPI_Wtime();
   t.wait += c - n;
   if (want_dx) {
-    if (L.opt.overlap)
+    if (split)
       for (auto const& b : L.bwd_boundary) dx_box(b, true);
     else if (!L.in_own.empty())
       dx_box(L.in_own, true);
@@ -222,6 +226,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     if (want_db) detail::copy_into<T>(I.mem, I.grads.data() + nw, tensor_ref<T>(db, {nb}));
   }
   t.total = MPI_Wtime() - t0;
+  L.bwd_tune.record(t.total, [&](double(&v)[2]) { detail::sum_over(L.tune_comm.get(), v); });
 }
 
 template class dist_conv<float>;

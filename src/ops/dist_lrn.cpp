@@ -66,6 +66,8 @@ template <class T> struct dist_lrn<T>::impl {
   box own_c, fwd_interior, bwd_interior; // channel ranges of this rank
   std::vector<box> fwd_boundary, bwd_boundary;
   int polls = 1;
+  detail::overlap_tuner fwd_tune, bwd_tune; // split channels: split or whole, per direction
+  communicator tune_comm;
   dist_timings t;
 
   impl(tensor_desc const& x, lrn_params const& pp, dist_options const& o)
@@ -113,6 +115,11 @@ template <class T> struct dist_lrn<T>::impl {
     fwd_boundary = detail::boundary_boxes(own_c, fwd_interior);
     bwd_boundary = detail::boundary_boxes(own_c, bwd_interior);
     t_buf.assign(static_cast<std::size_t>(terms->local_elements()), 0.0);
+    if (detail::measures_overlap(o, x.grid().comm())) { // the same on every rank
+      fwd_tune = detail::overlap_tuner(o.overlap_trials);
+      bwd_tune = detail::overlap_tuner(o.overlap_trials);
+      tune_comm = detail::dup_comm(x.grid().comm());
+    }
   }
 
   static local_kernels<T> validated(tensor_desc const& x, lrn_params const& pp,
@@ -132,6 +139,7 @@ template <class T> struct dist_lrn<T>::impl {
                         "dist_lrn: the channel dimension of the input " + x.dist().str() +
                             " is periodic; LRN pads the channels with zeros, build the "
                             "descriptor with periodic = false along dimension 1");
+          detail::check_overlap_trials("dist_lrn", o);
           (void)detail::check_provider("dist_lrn", o, x.type());
           compute_provider const r = resolve_provider(o.provider, x.type());
           HALOX_REQUIRE(r != compute_provider::cudnn, bad,
@@ -144,7 +152,7 @@ template <class T> struct dist_lrn<T>::impl {
             h = (h ^ static_cast<std::uint64_t>(v * 1e12)) * 1099511628211ull;
           };
           for (double v : {double(pp.size), pp.alpha, pp.beta, pp.k, double(o.provider),
-                           double(o.method), double(o.overlap)})
+                           double(o.method), double(o.overlap), double(o.overlap_trials)})
             mix(v);
           return h;
         },
@@ -152,7 +160,8 @@ template <class T> struct dist_lrn<T>::impl {
           std::ostringstream s;
           s << "size=" << pp.size << "; alpha=" << pp.alpha << "; beta=" << pp.beta
             << "; k=" << pp.k << "; provider=" << to_string(o.provider)
-            << "; backend=" << to_string(o.method) << "; overlap=" << (o.overlap ? "on" : "off");
+            << "; backend=" << to_string(o.method) << "; overlap=" << (o.overlap ? "on" : "off")
+            << "; overlap_trials=" << o.overlap_trials;
           return s.str();
         });
     return local_kernels<T>(o.provider, o.threads);
@@ -190,6 +199,9 @@ template <class T> std::string dist_lrn<T>::describe() const {
        << detail::box_str(I.fwd_interior) << ", x " << I.x_halo->describe()
        << "\n  backward interior " << detail::box_str(I.bwd_interior) << ", terms "
        << I.t_halo->describe() << "\n  compute: reference channel-block kernels\n";
+    if (I.tune_comm.get() != MPI_COMM_NULL)
+      os << "  overlap measured: forward " << I.fwd_tune.describe() << "; backward "
+         << I.bwd_tune.describe() << "\n";
   } else {
     os << "  channels not split: no communication; compute provider " << to_string(I.k.provider())
        << "\n"
@@ -216,9 +228,10 @@ template <class T> void dist_lrn<T>::forward(tensor_view const& x, tensor_view c
   const_tensor_ref<T> const xv = mine ? channel_view<T const>(x, xc0) : const_tensor_ref<T>{};
   tensor_ref<T> const y_own = owned_ref<T>(y);
   index_t const c0 = I.own_c.lo[0], c1 = I.own_c.hi[0];
-  detail::run_overlapped(
-      I.opt, I.polls, I.in->grid().comm(), [&] { I.x_halo->start(x); }, [&] { I.x_halo->wait(); },
-      I.fwd_interior, I.fwd_boundary, I.own_c,
+  detail::run_tuned(
+      I.opt, I.fwd_tune, I.tune_comm.get(), I.polls, I.in->grid().comm(),
+      [&] { I.x_halo->start(x); }, [&] { I.x_halo->wait(); }, I.fwd_interior, I.fwd_boundary,
+      I.own_c,
       [&](box const& b, bool after) {
         if (!mine || b.empty()) return;
         // Before the exchange completes only the owned channels may be read.
@@ -258,9 +271,10 @@ void dist_lrn<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_v
   double const s = MPI_Wtime();
   if (mine) lrn_backward_terms<T>(xv, xc0, I.channels, dy_own, t_own, c0, I.p);
   t.compute += MPI_Wtime() - s;
-  detail::run_overlapped(
-      I.opt, I.polls, I.in->grid().comm(), [&] { I.t_halo->start(tv); }, [&] { I.t_halo->wait(); },
-      I.bwd_interior, I.bwd_boundary, I.own_c,
+  detail::run_tuned(
+      I.opt, I.bwd_tune, I.tune_comm.get(), I.polls, I.in->grid().comm(),
+      [&] { I.t_halo->start(tv); }, [&] { I.t_halo->wait(); }, I.bwd_interior, I.bwd_boundary,
+      I.own_c,
       [&](box const& b, bool after) {
         if (!mine || b.empty()) return;
         // Before the exchange completes only the owned terms may be read.

@@ -72,9 +72,9 @@ template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view 
   detail::check_partition(y, *L.out, "dist_pool::forward: y");
   const_block_ref<T> const xb = haloed_block<T const>(x);
   block_ref<T> const yb = haloed_block<T>(y);
-  detail::run_overlapped(
-      L.opt, L.fwd_polls, L.in->grid().comm(), [&] { L.halo->start(x); }, [&] { L.halo->wait(); },
-      L.fwd_interior, L.fwd_boundary, L.out_own,
+  detail::run_tuned(
+      L.opt, L.fwd_tune, L.tune_comm.get(), L.fwd_polls, L.in->grid().comm(),
+      [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior, L.fwd_boundary, L.out_own,
       [&](box const& b, bool) { impl_->k.pool_forward_box(xb, L.in_ext, yb, b, impl_->p); }, t);
   t.total = MPI_Wtime() - t0;
 }
@@ -93,11 +93,13 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   const_block_ref<T> const xb = is_max ? haloed_block<T const>(x) : const_block_ref<T>{};
   const_block_ref<T> const dy_own = haloed_block<T const>(dy);
   block_ref<T> const dxb = haloed_block<T>(dx);
-  T* const ws = I.ws.reserve(static_cast<std::size_t>(L.gather->elements()));
-  const_block_ref<T> const dy_ws = detail::workspace_block<T>(ws, *L.gather);
-  detail::run_overlapped(
-      L.opt, L.bwd_polls, L.in->grid().comm(), [&] { L.gather->start(dy, ws); },
-      [&] { L.gather->wait(); }, L.bwd_interior, L.bwd_boundary, L.in_own,
+  box_gather_plan& gather = L.gather_for(L.opt.overlap && L.bwd_tune.split());
+  T* const ws = I.ws.reserve(static_cast<std::size_t>(gather.elements()));
+  const_block_ref<T> const dy_ws = detail::workspace_block<T>(ws, gather);
+  detail::run_tuned(
+      L.opt, L.bwd_tune, L.tune_comm.get(), L.bwd_polls, L.in->grid().comm(),
+      [&] { gather.start(dy, ws); }, [&] { gather.wait(); }, L.bwd_interior, L.bwd_boundary,
+      L.in_own,
       [&](box const& b, bool gathered) {
         I.k.pool_backward_box(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);
       },

@@ -68,7 +68,8 @@ std::string params_text(std::vector<win1> const& win, index_t cout, boundary_fil
        "; boundary=" + (f == boundary_fill::constant ? "constant" : "untouched") +
        "; overlap=" + (o.overlap ? "on" : "off") +
        "; overlap_min_interior=" + number_text(o.overlap_min_interior) +
-       "; backend=" + to_string(o.method) + "; provider=" + to_string(o.provider);
+       "; overlap_trials=" + std::to_string(o.overlap_trials) + "; backend=" + to_string(o.method) +
+       "; provider=" + to_string(o.provider);
   return t;
 }
 
@@ -83,6 +84,7 @@ std::uint64_t params_hash(std::vector<win1> const& win, index_t cout, bool xb, b
   mix(static_cast<std::uint64_t>(f));
   mix(o.overlap ? 1 : 0);
   mix(static_cast<std::uint64_t>(o.overlap_min_interior * 1e6));
+  mix(static_cast<std::uint64_t>(o.overlap_trials));
   mix(static_cast<std::uint64_t>(o.method));
   mix(static_cast<std::uint64_t>(o.provider));
   return h;
@@ -133,6 +135,7 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
                       name + ": dist_options::overlap_min_interior = " + number_text(share) +
                           "; use a share of the block in [0, 1] (0: always split off the "
                           "interior)");
+        check_overlap_trials(name, opt);
         mem = check_provider(name, opt, x.type());
       },
       [&] { return params_hash(win, out_channels, x_for_backward, fill, opt); },
@@ -232,6 +235,12 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   go.method = opt.method;
   go.memory = mem;
   go.tune = opt.tune;
+  if (measures_overlap(opt, x.grid().comm())) { // the same on every rank
+    fwd_tune = overlap_tuner(opt.overlap_trials);
+    bwd_tune = overlap_tuner(opt.overlap_trials);
+    tune_comm = dup_comm(x.grid().comm());
+    gather_whole = std::make_unique<box_gather_plan>(*out, need_r, go);
+  }
   if (opt.overlap) go.own_copy_boxes = std::move(self);
   gather = std::make_unique<box_gather_plan>(*out, need_r, go);
   fwd_polls = progress_pieces(opt, halo->bytes_sent() + halo->bytes_received(), halo->num_peers());
@@ -247,7 +256,37 @@ std::string window_layer::describe() const {
      << " + " << fwd_boundary.size() << " boundary box(es); " << halo->describe()
      << "\n  backward: interior " << box_str(bwd_interior) << " + " << bwd_boundary.size()
      << " boundary box(es); dy " << gather->describe() << "\n";
+  if (gather_whole)
+    os << "  overlap measured: forward " << fwd_tune.describe() << "; backward "
+       << bwd_tune.describe() << "\n";
   return os.str();
+}
+
+std::string overlap_tuner::describe() const {
+  if (trials_ == 0) return "split (not measured)";
+  if (chosen_ < 0)
+    return "measuring (" + std::to_string(calls_) + " of " + std::to_string(2 + 2 * trials_) +
+           " calls)";
+  std::ostringstream os;
+  os << (chosen_ == 1 ? "split" : "whole") << " (fastest calls summed over ranks: split "
+     << best_[1] * 1e3 << " ms, whole " << best_[0] * 1e3 << " ms)";
+  return os.str();
+}
+
+void sum_over(MPI_Comm comm, double (&v)[2]) {
+  HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, comm));
+}
+
+bool measures_overlap(dist_options const& o, MPI_Comm comm) {
+  int size = 1;
+  HALOX_MPI_CHECK(MPI_Comm_size(comm, &size));
+  return o.overlap && o.overlap_trials > 0 && size > 1;
+}
+
+void check_overlap_trials(std::string const& what, dist_options const& o) {
+  HALOX_REQUIRE(o.overlap_trials >= 0 && o.overlap_trials <= 1000, bad,
+                what + ": dist_options::overlap_trials = " + std::to_string(o.overlap_trials) +
+                    "; use 0 (no measuring) to 1000 timed calls per mode");
 }
 
 void check_partition(tensor_view const& v, tensor_desc const& expected, char const* what_) {

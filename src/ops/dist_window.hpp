@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,42 @@
 #include <vector>
 
 namespace halox::ops::detail {
+
+/// Chooses by measurement, for one direction of one layer, between splitting off the interior
+/// (computed while the exchange runs, the boundary boxes after it) and computing the whole
+/// block in one call after the exchange (`dist_options::overlap_trials`). Calls 0 and 1 run
+/// one mode each untimed (they build the kernels); the next 2 x trials alternate and keep each
+/// mode's fastest call; then `record` sums the two over the ranks (one collective, the same call
+/// on every rank) and fixes the mode whose sum is smaller, the split on a tie. Pure state: the
+/// caller times the calls and provides the sum.
+class overlap_tuner {
+public:
+  /// `trials` timed calls per mode; 0: always split (nothing measured).
+  explicit overlap_tuner(int trials = 0) : trials_(trials) {}
+
+  /// Whether the next call splits off the interior.
+  [[nodiscard]] bool split() const noexcept {
+    if (trials_ == 0) return true;
+    if (chosen_ >= 0) return chosen_ == 1;
+    return calls_ % 2 == 0;
+  }
+  /// Records the call just made (in the mode `split()` gave), which took `seconds`; on the last
+  /// measured call, `sum(v)` replaces v[0] (whole) and v[1] (split) by their sums over the ranks.
+  template <class Sum> void record(double seconds, Sum&& sum) {
+    if (trials_ == 0 || chosen_ >= 0) return;
+    int const mode = calls_ % 2 == 0 ? 1 : 0;
+    if (calls_ >= 2) best_[mode] = calls_ < 4 ? seconds : std::min(best_[mode], seconds);
+    if (++calls_ < 2 + 2 * trials_) return;
+    sum(best_);
+    chosen_ = best_[0] < best_[1] ? 0 : 1;
+  }
+  /// Measuring, or the mode kept and the summed fastest calls it was chosen by.
+  [[nodiscard]] std::string describe() const;
+
+private:
+  int trials_ = 0, calls_ = 0, chosen_ = -1; // chosen_: -1 measuring, 0 whole, 1 split
+  double best_[2] = {0, 0};                  // fastest call of [whole, split]
+};
 
 /// Geometry and communication of one distributed windowed layer.
 struct window_layer {
@@ -42,6 +79,12 @@ struct window_layer {
   std::vector<int> halo_lo, halo_hi;       ///< input halos per dimension (0 on N and C)
   std::unique_ptr<halo_plan> halo;         ///< forward exchange of the input
   std::unique_ptr<box_gather_plan> gather; ///< backward gather of dy
+  /// With measured overlap: the dy gather that copies all of the rank's own dy the block needs
+  /// into the workspace, for backward calls computed whole (`gather` copies only what the
+  /// boundary boxes read). The same messages as `gather`.
+  std::unique_ptr<box_gather_plan> gather_whole;
+  overlap_tuner fwd_tune, bwd_tune; ///< split or whole, per direction
+  communicator tune_comm;           ///< private, for the tuners' one all-reduce each
 
   box in_own, out_own;           ///< this rank's owned spatial boxes (global coordinates)
   box fwd_interior;              ///< outputs computable from owned inputs only
@@ -51,9 +94,25 @@ struct window_layer {
   /// Pieces of the overlapped interior (`progress_pieces`).
   int fwd_polls = 1, bwd_polls = 1;
 
+  /// The dy gather of a backward call: `gather`, or with `split` false `gather_whole` where
+  /// built.
+  [[nodiscard]] box_gather_plan& gather_for(bool split) const {
+    return split || !gather_whole ? *gather : *gather_whole;
+  }
+
   /// Multi-line account of halos, output distribution, boxes and exchanges.
   [[nodiscard]] std::string describe() const;
 };
+
+/// Throws unless `o.overlap_trials` is in [0, 1000]; `what` names the operator.
+void check_overlap_trials(std::string const& what, dist_options const& o);
+
+/// The tuners' collective: v[0] and v[1] summed over `comm` (the same call on every rank).
+void sum_over(MPI_Comm comm, double (&v)[2]);
+
+/// Whether a layer measures its overlap (the same on every rank): overlap on, trials asked
+/// for, and more than one rank.
+[[nodiscard]] bool measures_overlap(dist_options const& o, MPI_Comm comm);
 
 /// Resolves `o.provider` for element type `t` and checks that a distributed layer can run it:
 /// a non-negative thread count and, for a provider computing on device memory (cudnn), a
@@ -135,17 +194,17 @@ void run_in_pieces(box const& b, int polls, MPI_Comm comm, Kernel&& kernel) {
 }
 
 /// Runs `kernel(box, after_exchange)` on `interior` between `start()` and `wait()` (in `polls`
-/// pieces, see `run_in_pieces`), then on the `boundary` boxes; without overlap, after `wait()`
+/// pieces, see `run_in_pieces`), then on the `boundary` boxes; without `split`, after `wait()`
 /// on `whole`. Accumulates into `t`.
 template <class Start, class Wait, class Kernel>
-void run_overlapped(dist_options const& o, int polls, MPI_Comm comm, Start&& start, Wait&& wait,
+void run_overlapped(bool split, int polls, MPI_Comm comm, Start&& start, Wait&& wait,
                     box const& interior, std::vector<box> const& boundary, box const& whole,
                     Kernel&& kernel, dist_timings& t) {
   double c = MPI_Wtime();
   start();
   double n = MPI_Wtime();
   t.start += n - c;
-  if (o.overlap && !interior.empty()) {
+  if (split && !interior.empty()) {
     run_in_pieces(interior, polls, comm, kernel);
     c = MPI_Wtime();
     t.compute += c - n;
@@ -154,12 +213,25 @@ void run_overlapped(dist_options const& o, int polls, MPI_Comm comm, Start&& sta
   wait();
   c = MPI_Wtime();
   t.wait += c - n;
-  if (o.overlap) {
+  if (split) {
     for (auto const& b : boundary) kernel(b, true);
   } else if (!whole.empty()) {
     kernel(whole, true);
   }
   t.compute += MPI_Wtime() - c;
+}
+
+/// `run_overlapped` in the mode `tune` gives (split only with `o.overlap`), recording the call's
+/// time with `tune` (all-reduced over `tune_comm` when the measuring ends).
+template <class Start, class Wait, class Kernel>
+void run_tuned(dist_options const& o, overlap_tuner& tune, MPI_Comm tune_comm, int polls,
+               MPI_Comm comm, Start&& start, Wait&& wait, box const& interior,
+               std::vector<box> const& boundary, box const& whole, Kernel&& kernel,
+               dist_timings& t) {
+  bool const split = o.overlap && tune.split();
+  double const t0 = MPI_Wtime();
+  run_overlapped(split, polls, comm, start, wait, interior, boundary, whole, kernel, t);
+  tune.record(MPI_Wtime() - t0, [&](double(&v)[2]) { sum_over(tune_comm, v); });
 }
 
 } // namespace halox::ops::detail

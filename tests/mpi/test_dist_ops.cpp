@@ -651,6 +651,88 @@ TEST(DistOps, SmallInteriorsAreNotSplitOff) {
   }
 }
 
+// With overlap_trials, each direction of a layer alternates between the split and one call
+// on the whole block for its first calls, then every rank keeps the same mode: each call's
+// results are the bits of overlap off, the choice shows in describe() and agrees over the
+// ranks, and a count outside [0, 1000] is an error on every rank that names it.
+TEST(DistOps, MeasuredOverlapKeepsTheBitsAndAgrees) {
+  int const p = world_size();
+  process_grid grid(MPI_COMM_WORLD, {1, 1, p, 1});
+  tensor_desc const xd(grid, {2, 3, 4 * p, 6}, halox::dtype::float64);
+  shape_t const ws{2, 3, 3, 3};
+  ops::conv_params const cp{{}, {1}, {1}, {}};
+  auto const x = random_tensor<double>(xd.shape(), 51), w = random_tensor<double>(ws, 52);
+  ops::dist_options measured = with_overlap(true);
+  measured.overlap_trials = 2;
+  ops::dist_conv<double> tuned(xd, ws, cp, measured), plain(xd, ws, cp, with_overlap(false));
+  ops::dist_pool<double> tuned_pool(plain.output_desc(), max_pool({3}, {1}, {1}), measured),
+      plain_pool(plain.output_desc(), max_pool({3}, {1}, {1}), with_overlap(false));
+  tensor_desc const& yd = plain.output_desc();
+  tensor_desc const& qd = plain_pool.output_desc();
+  auto xl = scatter(plain.input_desc(), x);
+  auto const dy = random_tensor<double>(yd.shape(), 53), dq = random_tensor<double>(qd.shape(), 54);
+  auto const z = random_tensor<double>(yd.shape(), 55);
+  auto dyl = scatter(yd, dy), dql = scatter(qd, dq), zl = scatter(plain_pool.input_desc(), z);
+  struct outputs {
+    std::vector<double> y, q, dx, dy, dw;
+  };
+  auto step = [&](ops::dist_conv<double>& c, ops::dist_pool<double>& pl) {
+    outputs o;
+    o.y.resize(static_cast<std::size_t>(yd.local_elements()));
+    o.q.resize(static_cast<std::size_t>(qd.local_elements()));
+    o.dx.resize(static_cast<std::size_t>(c.input_desc().local_elements()));
+    o.dy.resize(static_cast<std::size_t>(pl.input_desc().local_elements()));
+    o.dw.resize(w.size());
+    c.forward(tensor_view(c.input_desc(), xl), {w.data(), ws}, nullptr, tensor_view(yd, o.y));
+    pl.forward(tensor_view(pl.input_desc(), zl), tensor_view(qd, o.q));
+    pl.backward(tensor_view(pl.input_desc(), zl), tensor_view(qd, dql),
+                tensor_view(pl.input_desc(), o.dy));
+    c.backward(tensor_view(c.input_desc(), xl), tensor_view(yd, dyl), {w.data(), ws},
+               tensor_view(c.input_desc(), o.dx), {o.dw.data(), ws}, nullptr);
+    return o;
+  };
+  outputs const ref = step(plain, plain_pool);
+  for (int call = 0; call < 8; ++call) { // 6 measured calls per direction, then the choice
+    outputs const got = step(tuned, tuned_pool);
+    EXPECT_EQ(got.y, ref.y) << "call " << call;
+    EXPECT_EQ(got.q, ref.q) << "call " << call;
+    EXPECT_EQ(got.dy, ref.dy) << "call " << call;
+    EXPECT_EQ(got.dx, ref.dx) << "call " << call;
+    EXPECT_EQ(got.dw, ref.dw) << "call " << call;
+  }
+  for (std::string const d : {tuned.describe(), tuned_pool.describe()}) {
+    if (p == 1) { // nothing to hide: no measuring
+      EXPECT_EQ(d.find("overlap measured"), std::string::npos) << d;
+      continue;
+    }
+    std::size_t const f = d.find("overlap measured: forward "), b = d.find("; backward ", f);
+    ASSERT_NE(f, std::string::npos) << d;
+    ASSERT_NE(b, std::string::npos) << d;
+    int mine[2] = {d.compare(f + 26, 5, "split") == 0 ? 1 : 0,
+                   d.compare(b + 11, 5, "split") == 0 ? 1 : 0};
+    EXPECT_TRUE(mine[0] == 1 || d.compare(f + 26, 5, "whole") == 0) << d;
+    EXPECT_TRUE(mine[1] == 1 || d.compare(b + 11, 5, "whole") == 0) << d;
+    int lo[2] = {0, 0}, hi[2] = {0, 0};
+    MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(mine, hi, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT_EQ(lo[0], hi[0]) << "ranks chose different forward modes: " << d;
+    EXPECT_EQ(lo[1], hi[1]) << "ranks chose different backward modes: " << d;
+  }
+  for (int trials : {-1, 1001}) {
+    ops::dist_options o;
+    o.overlap_trials = trials;
+    try {
+      ops::dist_conv<double> layer(xd, ws, cp, o);
+      ADD_FAILURE() << "overlap_trials " << trials << " accepted";
+    } catch (halox::error const& e) {
+      EXPECT_EQ(e.code(), halox::errc::invalid_argument);
+      EXPECT_NE(e.message().find("overlap_trials = " + std::to_string(trials) + "; use 0"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // The fused calls check their buffers as the unfused ones do: a y or dy of other blocks is an
 // error on every rank that names the call and the fix, and leaves dy untouched.
 TEST(DistOps, FusedReluRejectsBuffersOfOtherBlocks) {

@@ -310,3 +310,41 @@ TEST(DistOpsGeometry, ProgressPiecesOnlyForLargeMessages) {
   o.progress_polls = 1;
   EXPECT_EQ(progress_pieces(o, 1 << 20, 4), 1);
 }
+
+// The overlap tuner: one untimed call per mode, then the modes alternate for `trials` timed
+// calls each; the sum (over ranks, here the identity) of each mode's fastest call decides, the
+// split on a tie; with no trials it always splits and never sums.
+TEST(DistOpsGeometry, OverlapTunerKeepsTheFasterMode) {
+  using halox::ops::detail::overlap_tuner;
+  auto run = [](int trials, double split_s, double whole_s, int& sums) {
+    overlap_tuner t(trials);
+    std::vector<bool> modes;
+    for (int i = 0; i < 2 + 2 * trials + 3; ++i) {
+      bool const s = t.split();
+      modes.push_back(s);
+      // The untimed calls are slow (kernels built there) and must not count.
+      double const secs = i < 2 ? 100.0 : s ? split_s + 1e-3 * i : whole_s + 1e-3 * i;
+      t.record(secs, [&](double(&v)[2]) {
+        ++sums;
+        EXPECT_LT(v[0], 100.0);
+        EXPECT_LT(v[1], 100.0);
+      });
+    }
+    return std::make_pair(modes, t.describe());
+  };
+  int sums = 0;
+  auto [m1, d1] = run(2, 2.0, 1.0, sums);
+  EXPECT_EQ(m1, (std::vector<bool>{true, false, true, false, true, false, false, false, false}));
+  EXPECT_EQ(sums, 1);
+  EXPECT_EQ(d1.rfind("whole (", 0), 0u) << d1;
+  auto [m2, d2] = run(3, 1.0, 2.0, sums);
+  EXPECT_EQ(m2.back(), true);
+  EXPECT_EQ(d2.rfind("split (", 0), 0u) << d2;
+  EXPECT_EQ(sums, 2);
+  auto [m3, d3] = run(1, 1.0, 1.0, sums); // the same calls: i adds less to the split's
+  EXPECT_EQ(m3.back(), true) << d3;
+  auto [m4, d4] = run(0, 2.0, 1.0, sums);
+  EXPECT_EQ(m4, std::vector<bool>(5, true));
+  EXPECT_EQ(sums, 3) << "no trials, no collective";
+  EXPECT_EQ(d4, "split (not measured)");
+}

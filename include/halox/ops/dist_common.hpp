@@ -40,6 +40,15 @@ struct dist_options {
   /// kernel call, and with the oneDNN provider one more pair of layout reorders. 0: always
   /// split. Results are bitwise equal either way.
   double overlap_min_interior = 0.75;
+  /// With overlap on more than one rank, each direction (forward, backward) of a layer measures
+  /// whether splitting off the interior pays: after one untimed call of each mode (which builds
+  /// the kernels), its calls alternate between the split and one call on the whole block after
+  /// the exchange for this many calls of each; then every rank keeps the mode whose fastest
+  /// call, summed over the ranks, was shorter (one all-reduce). On small maps and with
+  /// providers that copy each box, the split's extra calls can cost more than the exchange it
+  /// hides. 0: no measuring, split wherever `overlap_min_interior` allows. In [0, 1000].
+  /// Results are bitwise equal in either mode.
+  int overlap_trials = 3;
   /// How halos and output gradients move. `automatic` measures the candidates when the
   /// operator is built (several collective rounds); the default never does.
   backend method = backend::mpi_pack;

@@ -34,7 +34,8 @@ namespace halox::ops {
 template <class T> class dist_lrn {
 public:
   /// Collective over `x.grid()`: every rank must pass the same parameters. Of `o`, `provider`
-  /// and `threads` apply, and with split channels `method`, `overlap` and `progress_polls`.
+  /// and `threads` apply, and with split channels `method`, `overlap`, `overlap_trials` and
+  /// `progress_polls`.
   /// Throws `halox::error` on every rank on bad parameters (see `check_lrn_params`), a
   /// periodic channel dimension, or a provider without LRN (cudnn).
   explicit dist_lrn(tensor_desc const& x, lrn_params const& p = {}, dist_options const& o = {});
