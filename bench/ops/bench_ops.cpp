@@ -1,4 +1,6 @@
-// halox-bench-ops: a distributed convolution layer, forward + backward, with overlap on and off;
+// halox-bench-ops: a distributed convolution layer, forward + backward, with overlap on (the
+// interior always split off) and off, and measured (the layer keeps the faster of the two,
+// dist_options::overlap_trials = 3, its measuring calls added to the warm-up);
 // with --case lrn, LRN across channels instead (float 8x96x56x56, size 5, AlexNet's parameters),
 // which --split c splits along the channels (channel halo exchanges).
 //
@@ -51,7 +53,7 @@ using halox::index_t;
 struct args {
   std::string which = "all";    // 2d | 3d | all
   std::string split = "space";  // space | n | auto
-  std::string overlap = "both"; // on | off | both
+  std::string overlap = "both"; // on | off | both | measured | all
   std::string provider = "all"; // a compute provider, or all built host providers
   std::string method;           // backend of the exchanges; empty: mpi_pack, or staged_mpi
   int iters = 5, warmup = 1;
@@ -136,17 +138,31 @@ struct buffers {
   }
 };
 
+// The overlap settings: off, on (the interior always split off) and measured (the layer times
+// both and keeps the faster; dist_options::overlap_trials).
+enum { mode_off = 0, mode_on = 1, mode_measured = 2 };
+char const* mode_name(int m) { return m == mode_off ? "off" : m == mode_on ? "on" : "measured"; }
+ops::dist_options options_for(int mode) {
+  ops::dist_options o;
+  o.overlap = mode != mode_off;
+  o.overlap_trials = mode == mode_measured ? 3 : 0;
+  return o;
+}
+// Untimed steps: --warmup, plus the measured calls, so that the timed steps run the choice.
+int warmup_steps(args const& a, ops::dist_options const& o) {
+  return a.warmup + (o.overlap_trials > 0 ? 2 + 2 * o.overlap_trials : 0);
+}
+
 // Runs one case at one overlap setting; returns the median sample (max over ranks per step).
-sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> const& dims,
-           bool overlap, ops::compute_provider prov, args const& a, double& bytes) {
+sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> const& dims, int mode,
+           ops::compute_provider prov, args const& a, double& bytes) {
   int const nsp = static_cast<int>(shape.size()) - 2;
   bool const device = ops::provider_memory(prov) == halox::memory_space::device;
   halox::process_grid grid(MPI_COMM_WORLD, dims);
   halox::tensor_desc xd(grid, shape, halox::dtype::float32);
   std::vector<index_t> ws{cout, shape[1]};
   for (int i = 0; i < nsp; ++i) ws.push_back(3);
-  ops::dist_options o;
-  o.overlap = overlap;
+  ops::dist_options o = options_for(mode);
   o.provider = prov;
   o.method = !a.method.empty() ? halox::backend_from_string(a.method)
              : device          ? halox::backend::staged_mpi
@@ -171,7 +187,8 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
                            dxv = view(xd, 3);
   float *const wp = B.ptr[4], *const bp = B.ptr[5], *const dwp = B.ptr[6], *const dbp = B.ptr[7];
   std::vector<sample> samples;
-  for (int it = 0; it < a.warmup + a.iters; ++it) {
+  int const warmup = warmup_steps(a, o);
+  for (int it = 0; it < warmup + a.iters; ++it) {
     MPI_Barrier(MPI_COMM_WORLD);
     double const c0 = cpu_seconds();
     double const t0 = MPI_Wtime();
@@ -188,19 +205,18 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
                      f.wait + bk.wait, bk.reduce, c2 - c0};
     double mx[7];
     MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (it >= a.warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
+    if (it >= warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
   }
   bytes = static_cast<double>(layer.bytes_sent());
   return median(samples);
 }
 
 // One LRN case at one overlap setting, as `run` does the convolution.
-sample run_lrn(std::vector<index_t> const& shape, std::vector<int> const& dims, bool overlap,
+sample run_lrn(std::vector<index_t> const& shape, std::vector<int> const& dims, int mode,
                ops::compute_provider prov, args const& a, double& bytes) {
   halox::process_grid grid(MPI_COMM_WORLD, dims);
   halox::tensor_desc xd(grid, shape, halox::dtype::float32);
-  ops::dist_options o;
-  o.overlap = overlap;
+  ops::dist_options o = options_for(mode);
   o.provider = prov;
   o.method = a.method.empty() ? halox::backend::mpi_pack : halox::backend_from_string(a.method);
   ops::dist_lrn<float> layer(xd, {5, 1e-4, 0.75, 2.0}, o);
@@ -214,7 +230,8 @@ sample run_lrn(std::vector<index_t> const& shape, std::vector<int> const& dims, 
     for (auto& e : *v) e = u(g);
   halox::tensor_view const xv(in, x), yv(out, y), dyv(out, dy), dxv(out, dx);
   std::vector<sample> samples;
-  for (int it = 0; it < a.warmup + a.iters; ++it) {
+  int const warmup = warmup_steps(a, o);
+  for (int it = 0; it < warmup + a.iters; ++it) {
     MPI_Barrier(MPI_COMM_WORLD);
     double const c0 = cpu_seconds();
     double const t0 = MPI_Wtime();
@@ -229,7 +246,7 @@ sample run_lrn(std::vector<index_t> const& shape, std::vector<int> const& dims, 
                      f.wait + bk.wait, 0,       c2 - c0};
     double mx[7];
     MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (it >= a.warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
+    if (it >= warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
   }
   bytes = static_cast<double>(layer.bytes_sent());
   return median(samples);
@@ -237,8 +254,8 @@ sample run_lrn(std::vector<index_t> const& shape, std::vector<int> const& dims, 
 
 void usage() {
   std::printf(
-      "halox-bench-ops [--case 2d|3d|all|lrn] [--split space|n|c|auto] [--overlap on|off|both]\n"
-      "                [--iters N] [--warmup N]\n"
+      "halox-bench-ops [--case 2d|3d|all|lrn] [--split space|n|c|auto]\n"
+      "                [--overlap on|off|both|measured|all] [--iters N] [--warmup N]\n"
       "                [--provider all|automatic|reference|onednn|cudnn] [--method BACKEND]\n"
       "Distributed conv layer (forward + backward), float, per compute provider. HALOX_BENCH_SCALE "
       "scales the\n"
@@ -282,9 +299,12 @@ int main(int argc, char** argv) {
       a.which = next();
     else if (k == "--split")
       a.split = next();
-    else if (k == "--overlap")
+    else if (k == "--overlap") {
       a.overlap = next();
-    else if (k == "--iters")
+      if (a.overlap != "on" && a.overlap != "off" && a.overlap != "both" &&
+          a.overlap != "measured" && a.overlap != "all")
+        problem = "--overlap " + a.overlap + ": use on, off, both (on and off), measured or all";
+    } else if (k == "--iters")
       problem = parse_count("--iters", next(), 1, 1000000, a.iters);
     else if (k == "--warmup")
       problem = parse_count("--warmup", next(), 0, 1000000, a.warmup);
@@ -342,7 +362,7 @@ int main(int argc, char** argv) {
   if (rank() == 0)
     std::printf("# halox-bench-ops: %d rank(s), scale %g, %d timed step(s) after %d warm-up; "
                 "times in ms, max over ranks, median over steps\n"
-                "# %-4s %-10s %-9s %-7s %9s %9s %9s %9s %9s %9s %9s %12s\n",
+                "# %-4s %-10s %-9s %-8s %9s %9s %9s %9s %9s %9s %9s %12s\n",
                 p, a.scale, a.iters, a.warmup, "case", "grid", "provider", "overlap", "step",
                 "forward", "backward", "compute", "wait", "reduce", "cpu", "bytes/rank");
   for (auto const& c : cases) {
@@ -362,25 +382,27 @@ int main(int argc, char** argv) {
       dims = halox::choose_grid(p, dims, c.shape, halo, halo);
     }
     for (auto const prov : provs) {
-      double wait[2] = {-1, -1};
-      for (int on = 1; on >= 0; --on) {
-        if ((on && a.overlap == "off") || (!on && a.overlap == "on")) continue;
+      double wait[3] = {-1, -1, -1};
+      for (int mode : {mode_on, mode_off, mode_measured}) {
+        bool const wanted = a.overlap == "all" || a.overlap == mode_name(mode) ||
+                            (a.overlap == "both" && mode != mode_measured);
+        if (!wanted) continue;
         double bytes = 0;
         sample s;
         try {
-          s = lrn ? run_lrn(c.shape, dims, on == 1, prov, a, bytes)
-                  : run(c.shape, c.cout, dims, on == 1, prov, a, bytes);
+          s = lrn ? run_lrn(c.shape, dims, mode, prov, a, bytes)
+                  : run(c.shape, c.cout, dims, mode, prov, a, bytes);
         } catch (halox::error const& e) { // collective: every rank gets it (e.g. no GPU here)
           if (rank() == 0) std::fprintf(stderr, "halox-bench-ops: %s\n", e.what());
           MPI_Finalize();
           return 2;
         }
-        wait[on] = s.wait;
+        wait[mode] = s.wait;
         if (rank() == 0)
-          std::printf("  %-4s %-10s %-9s %-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n",
-                      c.name, dims_str(dims).c_str(), ops::to_string(prov).c_str(),
-                      on ? "on" : "off", 1e3 * s.step, 1e3 * s.fwd, 1e3 * s.bwd, 1e3 * s.compute,
-                      1e3 * s.wait, 1e3 * s.reduce, 1e3 * s.cpu, bytes);
+          std::printf("  %-4s %-10s %-9s %-8s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n",
+                      c.name, dims_str(dims).c_str(), ops::to_string(prov).c_str(), mode_name(mode),
+                      1e3 * s.step, 1e3 * s.fwd, 1e3 * s.bwd, 1e3 * s.compute, 1e3 * s.wait,
+                      1e3 * s.reduce, 1e3 * s.cpu, bytes);
       }
       if (rank() == 0 && wait[0] > 0 && wait[1] >= 0)
         std::printf("  %-4s %-9s hidden: %.0f%% of the exchange wait (%.2f ms off -> %.2f ms on)\n",
