@@ -148,7 +148,7 @@ if [[ -x $dir/bin/halox_gpu_dist_ops_tests ]]; then
   # The distributed convolution on device buffers, 1 and 2 ranks (sharing one GPU at 2).
   for n in 1 2; do
     run "bench_ops_cudnn.np$n" 180 "${launcher[@]}" "$n" halox-bench-ops --provider cudnn \
-      --overlap both --iters 5
+      --overlap all --iters 5
   done
 fi
 [[ $(grep -c "no CUDA device visible" "$logs"/gpu_tests.np1.log) -gt 0 ]] &&
