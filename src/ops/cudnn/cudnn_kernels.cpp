@@ -729,36 +729,27 @@ private:
   template <class B>
   view source(B const& b, int nsp, box3 const& src, index_t c, win& wd, device_buffer& buf) {
     view v = make_view(b, nsp, src, c);
-    if (wd.symmetric) return v;
+    return wd.symmetric ? v : padded(v, wd, T(0), buf);
+  }
+
+  // `v` (a clipped source region) copied into dense scratch with the window's padding around
+  // it, filled with `fill`, only the fill where v has no data; `wd.pad` is zero afterwards.
+  view padded(view const& v, win& wd, T fill, device_buffer& buf) {
     std::vector<int> pd{v.dims[0], v.dims[1]}, off{0, 0};
     for (std::size_t i = 2; i < v.dims.size(); ++i) {
       pd.push_back(v.dims[i] + wd.pad[i - 2] + wd.lo_pad_r[i - 2]);
       off.push_back(wd.pad[i - 2]);
     }
     std::fill(wd.pad.begin(), wd.pad.end(), 0);
-    return embed(v, pd, off, buf);
+    return embed(v, pd, off, buf, fill);
   }
 
-  // The clipped source region `v` of a pooling box copied into dense scratch with the window's
-  // padding around it, filled with what the padding stands for: -inf for max (never a window's
-  // maximum; every window has a real tap), zero for average (all zeros where v has no data).
-  // cuDNN's own padding is symmetric, which the padding of a box at a block edge seldom is;
-  // `wd.pad` is zero afterwards.
+  // The source of a pooling box padded with what the padding stands for: -inf for max (never
+  // a window's maximum; every window has a real tap), zero for average. cuDNN's own padding is
+  // symmetric, which the padding of a box at a block edge seldom is; `wd.pad` is zero afterwards.
   view padded_source(pool_params const& p, view const& v, win& wd) {
-    std::vector<int> dims{v.dims[0], v.dims[1]}, off{0, 0};
-    for (std::size_t i = 2; i < v.dims.size(); ++i) {
-      dims.push_back(v.dims[i] + wd.pad[i - 2] + wd.lo_pad_r[i - 2]);
-      off.push_back(wd.pad[i - 2]);
-    }
-    std::fill(wd.pad.begin(), wd.pad.end(), 0);
-    view full = dense_view(dims, nullptr);
-    full.ptr = scratch_x_.get(count(full) * sizeof(T));
-    T const fill = p.kind == pool_kind::max ? -std::numeric_limits<T>::infinity() : T(0);
-    tensor_desc_h fd;
-    set<T>(fd, full);
-    HALOX_CUDNN(cudnnSetTensor(h_, fd.d, full.ptr, &fill));
-    if (v.ptr != nullptr) copy(v, sub(full, v.dims, off));
-    return full;
+    return padded(v, wd, p.kind == pool_kind::max ? -std::numeric_limits<T>::infinity() : T(0),
+                  scratch_x_);
   }
 
   // The dims of the source region `src` of block b, with no data: average pooling's backward,
@@ -805,14 +796,21 @@ private:
     return r;
   }
 
-  // `v` copied into a zeroed dense buffer of `dims` at offset `off`.
-  view embed(view const& v, std::vector<int> const& dims, std::vector<int> off,
-             device_buffer& buf) {
+  // `v` copied into a dense buffer of `dims` at offset `off`, the rest `fill` (only the fill
+  // where v has no data).
+  view embed(view const& v, std::vector<int> const& dims, std::vector<int> off, device_buffer& buf,
+             T fill = T(0)) {
     while (off.size() < dims.size()) off.insert(off.begin(), 0);
     view full = dense_view(dims, nullptr);
     full.ptr = buf.get(count(full) * sizeof(T));
-    HALOX_CUDNN(cudaMemsetAsync(full.ptr, 0, count(full) * sizeof(T)));
-    copy(v, sub(full, v.dims, off));
+    if (fill == T(0)) {
+      HALOX_CUDNN(cudaMemsetAsync(full.ptr, 0, count(full) * sizeof(T)));
+    } else {
+      tensor_desc_h fd;
+      set<T>(fd, full);
+      HALOX_CUDNN(cudnnSetTensor(h_, fd.d, full.ptr, &fill));
+    }
+    if (v.ptr != nullptr) copy(v, sub(full, v.dims, off));
     return full;
   }
 
