@@ -41,6 +41,15 @@ struct layer_params {
   int weight = -1, bias = -1, gamma = -1, beta = -1, running_mean = -1, running_var = -1;
 };
 
+/// Wall time per layer summed over the profiled steps (--profile), in seconds. Entry i covers
+/// layer i and the move into it (forward) or out of it (backward); `*_comm` is the part spent
+/// in halo exchanges, redistributions and all-reductions.
+struct layer_clock {
+  std::vector<double> fwd, bwd, fwd_comm, bwd_comm;
+  double step = 0; ///< whole steps (data, loss, optimizer and the final gradient wait included)
+  long steps = 0;  ///< steps summed
+};
+
 /// What a forward or backward call needs beyond its buffers.
 struct step_context {
   bool training = true;                        ///< batch statistics and dropout (true) or inference
@@ -54,6 +63,8 @@ struct step_context {
   /// Convolution weight gradients summed in double across ranks and rounded once (instead of
   /// the operator's all-reduce in T), so float32 runs follow the 1-rank trajectory closely.
   bool exact_grads = false;
+  /// Where the network adds each layer's time (--profile); null: not measured.
+  layer_clock* clock = nullptr;
 };
 
 /// A layer of a network built for one batch size.

@@ -224,10 +224,26 @@ template <class T> void network<T>::plan_buffers() {
   }
 }
 
+namespace {
+double comm_time(phase_times const& t) { return t.halo + t.shuffle + t.allreduce; }
+
+// Adds the time since `t0` (and the communication time since `c0`) to layer i's entries.
+void tick(step_context const& c, std::size_t i, double t0, double c0, bool fwd) {
+  layer_clock& k = *c.clock;
+  std::vector<double>& wall = fwd ? k.fwd : k.bwd;
+  std::vector<double>& comm = fwd ? k.fwd_comm : k.bwd_comm;
+  if (wall.size() <= i) wall.resize(i + 1), comm.resize(i + 1);
+  wall[i] += now() - t0;
+  comm[i] += comm_time(*c.times) - c0;
+}
+} // namespace
+
 template <class T> void network<T>::forward(step_context const& c) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
+    double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
     if (i > 0 && !local_[i]) moves_[i]->forward(*out_[i - 1].buf, *in_[i].buf, *c.times);
     if (!fused_away_[i]) layers_[i]->forward(in_[i].view(), out_[i].view(), c);
+    if (c.clock) tick(c, i, t0, c0, true);
   }
 }
 
@@ -265,6 +281,7 @@ loss_sums network<T>::loss(std::vector<int> const& labels, step_context const& c
 template <class T> void network<T>::backward(step_context const& c) {
   for (auto& g : skip_grad_) std::fill(g.begin(), g.end(), T(0));
   for (std::size_t i = layers_.size(); i-- > 0;) {
+    double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
     if (is_skip_source_[i]) {
       double const t0 = now();
       add_owned(*skip_desc_[i], skip_grad_[i].data(), *dout_[i].desc, dout_[i].buf->data());
@@ -273,6 +290,7 @@ template <class T> void network<T>::backward(step_context const& c) {
     if (!fused_away_[i])
       layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
     if (i > 0 && !local_[i]) moves_[i]->backward(*din_[i].buf, *dout_[i - 1].buf, *c.times);
+    if (c.clock) tick(c, i, t0, c0, false);
   }
 }
 

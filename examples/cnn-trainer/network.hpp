@@ -47,6 +47,8 @@ public:
   void backward(step_context const& c);
   /// One line per layer: kind, strategy grid, input and output shape, moves.
   [[nodiscard]] std::string describe() const;
+  /// Each layer's kind as the model file names it (conv, relu, ...).
+  [[nodiscard]] std::vector<std::string> const& kinds() const noexcept { return kinds_; }
   /// Global batch size.
   [[nodiscard]] halox::index_t batch() const noexcept { return batch_; }
 

@@ -41,6 +41,8 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --model NAME|FILE     built-in model (--list-models) or model file   [resnet-hybrid]
   --list-models         print the built-in models and exit
   --describe            print every layer's process grid and the redistributions
+  --profile             at the end, each layer's forward and backward time per step (the
+                        fastest and slowest rank; the first 5 steps are not counted)
   --dataset D           synthetic | synthetic3d | mnist:DIR | cifar10:DIR
                         [synthetic for 2-D models, synthetic3d for 3-D ones]
   --train-size N        training samples (synthetic: how many; files: a limit)  [2048]
@@ -103,6 +105,7 @@ options parse_options(std::vector<std::string> const& args) {
   std::map<std::string, bool*> const flags{{"--deterministic", &o.deterministic},
                                            {"--debug-print", &o.debug_print},
                                            {"--describe", &o.describe},
+                                           {"--profile", &o.profile},
                                            {"--help", &o.help},
                                            {"-h", &o.help},
                                            {"--list-models", &o.list_models}};

@@ -33,6 +33,7 @@ struct options {
   double expect_accuracy = -1; ///< fail unless the last test accuracy reaches this
   double rtol = 1e-4;          ///< relative tolerance of that comparison
   bool describe = false;       ///< print the layers, grids and moves
+  bool profile = false;        ///< print each layer's time per step at the end
   bool help = false;           ///< print usage
   bool list_models = false;    ///< print the built-in models
 };

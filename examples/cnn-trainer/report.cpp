@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 namespace trainer {
 namespace {
@@ -15,6 +16,13 @@ namespace {
 std::string fmt(char const* f, double a, double b = 0, double c = 0, double d = 0, double e = 0) {
   char buf[256];
   std::snprintf(buf, sizeof buf, f, a, b, c, d, e);
+  return buf;
+}
+
+// printf-style formatting of any arguments.
+template <class... A> std::string fmtv(char const* f, A... a) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, a...);
   return buf;
 }
 
@@ -105,6 +113,71 @@ void reporter::epoch(int e, epoch_stats const& s, bool have_test, loss_sums cons
   if (o_.debug_print)
     line(fmt("  this rank: compute %.2f s, halo %.2f s, shuffle %.2f s, allreduce %.2f s", v[1],
              v[2], v[3], v[4]));
+}
+
+void reporter::profile(layer_clock const& k, std::vector<std::string> const& kinds, MPI_Comm comm) {
+  if (k.steps == 0) { // the same on every rank: no collective to skip
+    text("profile: no step was timed (the first 5 steps are not)\n");
+    return;
+  }
+  // Per rank: wall and communication time of each layer's forward and backward, then the step.
+  std::size_t const n = kinds.size();
+  std::vector<double> mine(4 * n + 1, 0.0);
+  auto const at = [](std::vector<double> const& v, std::size_t i) {
+    return i < v.size() ? v[i] : 0.0;
+  };
+  double const per = 1e3 / static_cast<double>(k.steps); // s -> ms per step
+  for (std::size_t i = 0; i < n; ++i) {
+    mine[4 * i] = at(k.fwd, i) * per;
+    mine[4 * i + 1] = at(k.fwd_comm, i) * per;
+    mine[4 * i + 2] = at(k.bwd, i) * per;
+    mine[4 * i + 3] = at(k.bwd_comm, i) * per;
+  }
+  mine[4 * n] = k.step * per;
+  std::vector<double> all(rank_ == 0 ? mine.size() * static_cast<std::size_t>(size_) : 0);
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+             static_cast<int>(mine.size()), MPI_DOUBLE, 0, comm);
+  if (o_.debug_print) { // every rank prints its own times
+    std::string t = "this rank, ms per step: layer, forward (of it communication), backward "
+                    "(of it communication)\n";
+    for (std::size_t i = 0; i < n; ++i)
+      t += fmtv("%-4zu %-9s %8.3f (%.3f) %8.3f (%.3f)\n", i, kinds[i].c_str(), mine[4 * i],
+                mine[4 * i + 1], mine[4 * i + 2], mine[4 * i + 3]);
+    text(t + fmtv("step %.3f\n", mine[4 * n]));
+  }
+  if (rank_ != 0) return;
+  // min, max, the rank of the max, and the communication time of that rank.
+  auto const stats = [&](std::size_t j) {
+    double lo = all[j], hi = all[j];
+    int arg = 0;
+    for (int r = 1; r < size_; ++r) {
+      double const v = all[static_cast<std::size_t>(r) * mine.size() + j];
+      lo = std::min(lo, v);
+      if (v > hi) hi = v, arg = r;
+    }
+    return std::tuple<double, double, int>(lo, hi, arg);
+  };
+  auto const cell = [&](std::size_t j) {
+    auto const [lo, hi, arg] = stats(j);
+    double const comm_of_max = all[static_cast<std::size_t>(arg) * mine.size() + j + 1];
+    return fmtv("%8.3f %8.3f %4d %7.3f", lo, hi, arg, comm_of_max);
+  };
+  std::string t = fmtv("profile: ms per step over %ld steps; per layer the fastest and slowest "
+                       "rank, that rank, and its communication time\n",
+                       k.steps);
+  t += fmtv("%-4s %-9s %8s %8s %4s %7s   %8s %8s %4s %7s\n", "#", "layer", "fwd min", "fwd max",
+            "rank", "comm", "bwd min", "bwd max", "rank", "comm");
+  double fsum = 0, bsum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    t += fmtv("%-4zu %-9s ", i, kinds[i].c_str()) + cell(4 * i) + "   " + cell(4 * i + 2) + "\n";
+    fsum += std::get<1>(stats(4 * i));
+    bsum += std::get<1>(stats(4 * i + 2));
+  }
+  auto const [slo, shi, sarg] = stats(4 * n);
+  t += fmtv("sum of the slowest ranks: forward %.3f, backward %.3f; whole step %.3f to %.3f "
+            "(rank %d); the rest is data, loss, optimizer and the last gradient wait\n",
+            fsum, bsum, slo, shi, sarg);
+  text(t);
 }
 
 int reporter::compare(std::string const& path, double rtol, MPI_Comm comm) {

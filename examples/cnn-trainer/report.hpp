@@ -2,6 +2,7 @@
 // What halox-train prints and logs: the header, a progress line every few steps, the epoch
 // summaries with the time breakdown, the JSON log, and the comparison with another run's log.
 #include "data.hpp"
+#include "layers.hpp"
 #include "model.hpp"
 #include "options.hpp"
 #include "tensor_util.hpp"
@@ -55,6 +56,9 @@ public:
   void step(step_record const& r, long total_steps, double eta_s);
   /// Prints an epoch summary; collective (the breakdown is the maximum over the ranks).
   void epoch(int e, epoch_stats const& s, bool have_test, loss_sums const& test, MPI_Comm comm);
+  /// Prints the --profile table: each layer's forward and backward time per step, the fastest
+  /// and the slowest rank. Collective.
+  void profile(layer_clock const& k, std::vector<std::string> const& kinds, MPI_Comm comm);
   /// Prints text as is.
   void text(std::string const& s);
   /// Compares this run's losses with those in a --log-json file (rank 0 reads it); returns the

@@ -140,6 +140,10 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     std::vector<MPI_Request> pending;
     std::vector<std::function<void()>> finish;
     epoch_stats ep;
+    // --profile: the steps after the first few (kernel generation, first touches, measured
+    // overlap) are timed layer by layer.
+    layer_clock clock;
+    long const profile_from = pos.step + 5;
     double const t_start = now();
     double last_test_accuracy = -1;
     long const first_step = pos.step;
@@ -162,6 +166,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       step_context c{true,    o.seed,         static_cast<std::uint64_t>(s),
                      &t,      grad_comm,      &pending,
                      &finish, o.deterministic};
+      if (o.profile && s >= profile_from) c.clock = &clock;
       double const t0 = now();
       loss_sums l =
           run_batch(nets.get(static_cast<index_t>(ids.size())), *data, split::train, ids, c);
@@ -178,6 +183,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       opt.step(ps);
       t.compute += now() - to;
       double const dt = now() - t0;
+      if (c.clock) clock.step += dt, ++clock.steps;
       step_record r{s + 1,
                     epoch + 1,
                     v[0] / static_cast<double>(ids.size()),
@@ -207,6 +213,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
         }
       }
     }
+    if (o.profile) out.profile(clock, first.kinds(), world);
     if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
       out.text("expected a test accuracy of at least " + std::to_string(100 * o.expect_accuracy) +
                "% but reached " + std::to_string(100 * last_test_accuracy) + "%: FAILED\n");
