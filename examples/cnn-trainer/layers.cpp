@@ -29,9 +29,9 @@ template <class T> ops::const_tensor_ref<T> cref(param<T> const& p) {
   return ops::const_tensor_ref<T>(p.value.data(), p.shape);
 }
 
-ops::dist_options op_options() {
+ops::dist_options op_options(build_options const& bo) {
   ops::dist_options o;
-  o.method = halox::backend::mpi_pack; // no measuring collectives per layer and batch size
+  o.method = bo.exchange; // a fixed backend: no measuring collectives per layer and batch size
   return o;
 }
 
@@ -78,9 +78,10 @@ template <class T> ops::block_ref<double> block64(tensor_view const& v, std::vec
 
 template <class T> class conv_layer final : public layer<T> {
 public:
-  conv_layer(layer_spec const& s, tensor_desc const& x, param_store<T>& ps, layer_params const& lp)
+  conv_layer(layer_spec const& s, tensor_desc const& x, param_store<T>& ps, layer_params const& lp,
+             build_options const& bo)
       : ps_(ps), lp_(lp), params_(params(s)),
-        op_(x, ps.params[lp.weight].shape, params_, op_options()) {}
+        op_(x, ps.params[lp.weight].shape, params_, op_options(bo)) {}
   tensor_desc const& in_desc() const override { return op_.input_desc(); }
   tensor_desc const& out_desc() const override { return op_.output_desc(); }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
@@ -154,8 +155,8 @@ private:
 
 template <class T> class pool_layer final : public layer<T> {
 public:
-  pool_layer(layer_spec const& s, tensor_desc const& x)
-      : avg_(s.kind == "avgpool"), op_(x, params(s), op_options()) {}
+  pool_layer(layer_spec const& s, tensor_desc const& x, build_options const& bo)
+      : avg_(s.kind == "avgpool"), op_(x, params(s), op_options(bo)) {}
   tensor_desc const& in_desc() const override { return op_.input_desc(); }
   tensor_desc const& out_desc() const override { return op_.output_desc(); }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
@@ -261,8 +262,8 @@ private:
 // round differently from one rank.
 template <class T> class lrn_layer final : public layer<T> {
 public:
-  lrn_layer(layer_spec const& s, tensor_desc const& x, bool deterministic)
-      : op_(x, {s.lrn_size, s.lrn_alpha, s.lrn_beta, s.lrn_k}, options(deterministic)) {}
+  lrn_layer(layer_spec const& s, tensor_desc const& x, build_options const& bo)
+      : op_(x, {s.lrn_size, s.lrn_alpha, s.lrn_beta, s.lrn_k}, options(bo)) {}
   tensor_desc const& in_desc() const override { return op_.input_desc(); }
   tensor_desc const& out_desc() const override { return op_.output_desc(); }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
@@ -277,9 +278,9 @@ public:
   }
 
 private:
-  static ops::dist_options options(bool deterministic) {
-    ops::dist_options o = op_options();
-    if (deterministic) o.provider = ops::compute_provider::reference;
+  static ops::dist_options options(build_options const& bo) {
+    ops::dist_options o = op_options(bo);
+    if (bo.deterministic) o.provider = ops::compute_provider::reference;
     return o;
   }
   ops::dist_lrn<T> op_;
@@ -329,13 +330,13 @@ private:
 // way and is added to the earlier layer's gradient.
 template <class T> class add_layer final : public layer<T> {
 public:
-  add_layer(tensor_desc const& x, skip_source<T> const& s)
+  add_layer(tensor_desc const& x, skip_source<T> const& s, build_options const& bo)
       : desc_(x), src_(s), local_(same_blocks(*s.desc, x)) {
     HALOX_REQUIRE(s.desc->shape() == x.shape(), halox::errc::invalid_argument,
                   "residual add of tensors of different shapes; the layer named by 'from' "
                   "must have the shape of the add's input");
     if (!local_) {
-      move_ = std::make_unique<transfer<T>>(*s.desc, x);
+      move_ = std::make_unique<transfer<T>>(*s.desc, x, bo.exchange);
       other_.assign(static_cast<std::size_t>(x.local_elements()), T(0));
     }
   }
@@ -504,13 +505,13 @@ template <class T> std::unique_ptr<layer<T>> make_layer(layer_spec const& s, int
                                                         layer_params const& lp, grid_cache& grids,
                                                         skip_source<T> const& skip,
                                                         build_options const& bo) {
-  if (s.kind == "conv") return std::make_unique<conv_layer<T>>(s, x, store, lp);
-  if (s.kind == "maxpool" || s.kind == "avgpool") return std::make_unique<pool_layer<T>>(s, x);
+  if (s.kind == "conv") return std::make_unique<conv_layer<T>>(s, x, store, lp, bo);
+  if (s.kind == "maxpool" || s.kind == "avgpool") return std::make_unique<pool_layer<T>>(s, x, bo);
   if (s.kind == "bn") return std::make_unique<bn_layer<T>>(s, x, store, lp);
   if (s.kind == "relu") return std::make_unique<relu_layer<T>>(x);
-  if (s.kind == "lrn") return std::make_unique<lrn_layer<T>>(s, x, bo.deterministic);
+  if (s.kind == "lrn") return std::make_unique<lrn_layer<T>>(s, x, bo);
   if (s.kind == "dropout") return std::make_unique<dropout_layer<T>>(s, index, x);
-  if (s.kind == "add") return std::make_unique<add_layer<T>>(x, skip);
+  if (s.kind == "add") return std::make_unique<add_layer<T>>(x, skip, bo);
   if (s.kind == "flatten") return std::make_unique<flatten_layer<T>>(x, grids);
   if (s.kind == "fc") return std::make_unique<fc_layer<T>>(x, store, lp);
   throw halox::error(halox::errc::internal, "unknown layer kind '" + s.kind + "'");

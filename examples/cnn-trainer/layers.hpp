@@ -7,6 +7,7 @@
 #include "params.hpp"
 #include "tensor_util.hpp"
 
+#include <halox/backend.hpp>
 #include <halox/grid.hpp>
 #include <halox/tensor_desc.hpp>
 
@@ -104,6 +105,9 @@ struct build_options {
   /// LRN layer then runs halox's own kernels on every rank, where oneDNN would choose its
   /// implementation by block shape.
   bool deterministic = false;
+  /// How the operators' halo exchanges and gathers and the redistributions between layers move
+  /// data (--backend); a fixed backend, so that no plan measures candidates at build time.
+  halox::backend exchange = halox::backend::mpi_pack;
 };
 
 /// Builds the layer `spec` (number `index` in the model) whose input has the blocks of `x`.

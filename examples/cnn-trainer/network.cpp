@@ -166,7 +166,7 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
     layer<T>& ly = *layers_.back();
     if (prev) {
       local_[i] = same_blocks(*prev, ly.in_desc());
-      if (!local_[i]) moves_[i] = std::make_unique<transfer<T>>(*prev, ly.in_desc());
+      if (!local_[i]) moves_[i] = std::make_unique<transfer<T>>(*prev, ly.in_desc(), bo.exchange);
     }
     if (!l.label.empty()) label_index[l.label] = i;
     if (l.kind == "flatten") flat = true;

@@ -1,7 +1,9 @@
 #include "options.hpp"
 
+#include <halox/backend.hpp>
 #include <halox/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -22,6 +24,25 @@ long to_long(std::string const& opt, std::string const& v, long min) {
   return x;
 }
 
+// A backend name that this build can run on host memory ("auto" included).
+std::string checked_backend(std::string const& v) {
+  std::string names;
+  for (halox::backend b : halox::host_backends())
+    names += std::string(names.empty() ? "" : ", ") + halox::to_string(b);
+  if (v == "auto") return v;
+  halox::backend b{};
+  try {
+    b = halox::backend_from_string(v);
+  } catch (halox::error const&) {
+    bad("--backend " + v + ": unknown backend; use auto or one of " + names);
+  }
+  auto const host = halox::host_backends();
+  if (std::find(host.begin(), host.end(), b) == host.end())
+    bad("--backend " + v + ": not available for host memory in this build; use auto or one of " +
+        names);
+  return v;
+}
+
 double to_double(std::string const& opt, std::string const& v, double min, double max) {
   char* end = nullptr;
   double const x = std::strtod(v.c_str(), &end);
@@ -32,6 +53,12 @@ double to_double(std::string const& opt, std::string const& v, double min, doubl
 }
 
 } // namespace
+
+std::string default_backend() {
+  auto const host = halox::host_backends();
+  bool const ucx = std::find(host.begin(), host.end(), halox::backend::ucx) != host.end();
+  return halox::to_string(ucx ? halox::backend::ucx : halox::backend::mpi_pack);
+}
 
 std::string usage() {
   return R"(usage: mpiexec -n P halox-train [options]
@@ -67,6 +94,9 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --compare-log FILE    after training, compare the losses with another run's --log-json
   --rtol X              relative tolerance of --compare-log                   [1e-4]
   --expect-accuracy X   exit with status 1 unless the last test accuracy is >= X (0 to 1)
+  --backend NAME        how halo exchanges and redistributions move data: a host backend
+                        (mpi_pack, mpi_persistent, ucx, cma, ..., auto: measure at build
+                        time)                                   [ucx if built with UCX, else mpi_pack]
   --help                this text
 )";
 }
@@ -101,7 +131,8 @@ options parse_options(std::vector<std::string> const& args) {
       {"--compare-log", [&](auto const& v) { o.compare_log = v; }},
       {"--expect-accuracy",
        [&](auto const& v) { o.expect_accuracy = to_double("--expect-accuracy", v, 0, 1); }},
-      {"--rtol", [&](auto const& v) { o.rtol = to_double("--rtol", v, 0, 1); }}};
+      {"--rtol", [&](auto const& v) { o.rtol = to_double("--rtol", v, 0, 1); }},
+      {"--backend", [&](auto const& v) { o.backend = checked_backend(v); }}};
   std::map<std::string, bool*> const flags{{"--deterministic", &o.deterministic},
                                            {"--debug-print", &o.debug_print},
                                            {"--describe", &o.describe},

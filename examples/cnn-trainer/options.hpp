@@ -7,6 +7,10 @@
 
 namespace trainer {
 
+/// ucx where halox was built with UCX (halox's own UCP messages: on one node about twice as fast
+/// as MPI for the 1-50 KiB halos of these models), otherwise mpi_pack.
+[[nodiscard]] std::string default_backend();
+
 /// Everything the command line sets.
 struct options {
   std::string model = "resnet-hybrid"; ///< built-in name or model file
@@ -34,8 +38,11 @@ struct options {
   double rtol = 1e-4;          ///< relative tolerance of that comparison
   bool describe = false;       ///< print the layers, grids and moves
   bool profile = false;        ///< print each layer's time per step at the end
-  bool help = false;           ///< print usage
-  bool list_models = false;    ///< print the built-in models
+  /// How halo exchanges, gathers and redistributions move data: a host backend's name, checked
+  /// to be available in this build (default: ucx where halox was built with UCX, else mpi_pack).
+  std::string backend = default_backend();
+  bool help = false;        ///< print usage
+  bool list_models = false; ///< print the built-in models
 };
 
 /// Parses argv (without argv[0]); throws `halox::error` naming the bad option and the fix.

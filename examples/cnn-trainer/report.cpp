@@ -75,7 +75,8 @@ void reporter::header(model_spec const& m, std::string const& data, long params,
   line("batch " + std::to_string(o_.batch) + ", " + std::to_string(steps) + " steps (" +
        std::to_string(steps_per_epoch) + " per epoch)" +
        (first_step ? ", resuming after step " + std::to_string(first_step) : std::string()) +
-       fmt(", lr %g, momentum %g, weight decay %g", o_.lr, o_.momentum, o_.weight_decay));
+       fmt(", lr %g, momentum %g, weight decay %g", o_.lr, o_.momentum, o_.weight_decay) +
+       ", exchanges by " + o_.backend);
 }
 
 void reporter::step(step_record const& r, long total_steps, double eta_s) {

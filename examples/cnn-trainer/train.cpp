@@ -115,6 +115,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   grid_cache grids(world);
   build_options bo;
   bo.deterministic = o.deterministic;
+  bo.exchange = halox::backend_from_string(o.backend);
   network_cache<T> nets(m, ps, lp, grids, bo);
   MPI_Comm grad_comm = MPI_COMM_NULL; // the trainer's own, for the gradient all-reduces
   MPI_Comm_dup(world, &grad_comm);

@@ -7,18 +7,18 @@ namespace trainer {
 double now() { return MPI_Wtime(); }
 
 namespace {
-// Point-to-point with halox's packing: deterministic, and no measuring collectives at build
-// time (the automatic choice would time every backend for every transfer).
-halox::redistribute_options move_options() {
+// A fixed backend: no measuring collectives at build time (the automatic choice would time
+// every backend for every transfer).
+halox::redistribute_options move_options(halox::backend method) {
   halox::redistribute_options o;
-  o.method = halox::backend::mpi_pack;
+  o.method = method;
   return o;
 }
 } // namespace
 
-template <class T>
-transfer<T>::transfer(halox::tensor_desc const& src, halox::tensor_desc const& dst)
-    : src_(src), dst_(dst), plan_(src_, dst_, move_options()) {}
+template <class T> transfer<T>::transfer(halox::tensor_desc const& src,
+                                         halox::tensor_desc const& dst, halox::backend method)
+    : src_(src), dst_(dst), plan_(src_, dst_, move_options(method)) {}
 
 template <class T>
 void transfer<T>::forward(std::vector<T>& src_buf, std::vector<T>& dst_buf, phase_times& t) {

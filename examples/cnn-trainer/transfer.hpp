@@ -14,8 +14,8 @@ namespace trainer {
 /// A move from layout `src` to layout `dst` (same global shape and dtype, other blocks).
 template <class T> class transfer {
 public:
-  /// Collective over the grids' communicator (plans the redistribution).
-  transfer(halox::tensor_desc const& src, halox::tensor_desc const& dst);
+  /// Collective over the grids' communicator (plans the redistribution, moved by `method`).
+  transfer(halox::tensor_desc const& src, halox::tensor_desc const& dst, halox::backend method);
   /// Owned cells of `src_buf` (laid out as src) -> owned cells of `dst_buf` (as dst).
   void forward(std::vector<T>& src_buf, std::vector<T>& dst_buf, phase_times& t);
   /// Owned cells of `dst_buf` -> owned cells of `src_buf`; with `accumulate` they are added

@@ -15,6 +15,16 @@ neither side's timed steps include making data. The runs of all configurations a
 interleaved, so a change of machine load touches them alike. The time breakdown is the mean per
 step on rank 0.
 
+With 2 in --ranks it also measures what the machine itself allows: in every round, two
+independent 1-rank runs of the sample variant at once (two mpiexec launches, nothing shared).
+Their images/s added up, over one such run alone, is the speed-up the cores and memory give two
+processes that never communicate or wait for each other; a 2-rank speed-up cannot be expected
+above it. It is printed before the yardstick as
+
+  capacity: 2 independent 1-rank runs together: C
+
+and Y / C, Z / C are the parallel efficiencies of the two splits on this machine.
+
 The last lines are the yardstick:
 
   halox/torch time per image (1 rank, 1 thread): X     torch images/s / halox images/s, 1 rank
@@ -136,6 +146,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per configuration (median)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="bench-trainer")
+    ap.add_argument("--no-capacity", action="store_true",
+                    help="skip the two independent 1-rank runs (see above)")
     a = ap.parse_args()
     if a.train_size is None:
         a.train_size = 2 * a.batch
@@ -147,15 +159,34 @@ def main():
     configs = [(st, n) for st in a.strategies for n in a.ranks]
     runs = {c: [] for c in configs}
     torch_runs = []
+    capacity = not a.no_capacity and 2 in a.ranks
+    pair_runs = []  # per round: the summed images/s of two independent 1-rank runs
+
+    def command(strategy, n, log):
+        return [a.mpiexec, "-n", str(n), a.train, "--model", f"{a.model}-{strategy}",
+                "--batch", str(a.batch), "--steps", str(a.steps), "--no-eval",
+                "--train-size", str(a.train_size),
+                "--threads", str(a.threads), "--print-every", "1000", "--log-json", log]
+
+    def timed_steps(log):  # the steps after the two warm-up steps
+        return [json.loads(l) for l in open(log)][2:]
+
     for _ in range(a.repeat):  # interleaved: every configuration once per round
         for strategy, n in configs:
             with tempfile.NamedTemporaryFile(suffix=".json") as log:
-                cmd = [a.mpiexec, "-n", str(n), a.train, "--model", f"{a.model}-{strategy}",
-                       "--batch", str(a.batch), "--steps", str(a.steps), "--no-eval",
-                       "--train-size", str(a.train_size),
-                       "--threads", str(a.threads), "--print-every", "1000", "--log-json", log.name]
-                subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-                runs[(strategy, n)].append([json.loads(l) for l in open(log.name)][2:])
+                subprocess.run(command(strategy, n, log.name), check=True, env=env,
+                               stdout=subprocess.DEVNULL)
+                runs[(strategy, n)].append(timed_steps(log.name))
+        if capacity:
+            with tempfile.NamedTemporaryFile(suffix=".json") as l1, \
+                    tempfile.NamedTemporaryFile(suffix=".json") as l2:
+                procs = [subprocess.Popen(command("sample", 1, l.name), env=env,
+                                          stdout=subprocess.DEVNULL) for l in (l1, l2)]
+                for p in procs:
+                    if p.wait() != 0:
+                        sys.exit(f"bench-trainer: an independent 1-rank run failed ({p.returncode})")
+                pair_runs.append(sum(statistics.median(s["images_per_s"] for s in timed_steps(l.name))
+                                     for l in (l1, l2)))
         torch_runs.append(torch_images_per_s(model_file, a.batch, a.steps, a.threads))
     rate = {}
     for (strategy, n), rs in runs.items():
@@ -171,6 +202,11 @@ def main():
     rows.append({"impl": "pytorch " + __import__("torch").__version__, "strategy": "-", "ranks": 1,
                  "images_per_s": statistics.median(torch_runs), "runs": torch_runs})
     print(json.dumps(rows[-1]), flush=True)
+    if pair_runs:
+        rows.append({"impl": "2 independent 1-rank halox-train runs at once (summed)",
+                     "strategy": "sample", "ranks": 1, "images_per_s": statistics.median(pair_runs),
+                     "runs": pair_runs})
+        print(json.dumps(rows[-1]), flush=True)
     meta = {"model": a.model, "batch": a.batch, "steps": a.steps, "train_size": a.train_size,
             "threads": a.threads,
             "repeat": a.repeat, "load_at_start": load_at_start,
@@ -185,10 +221,13 @@ def main():
                         f"{1000 * r['time_s']:.1f} | {1000 * r['compute_s']:.1f} | {1000 * r['halo_s']:.1f} | "
                         f"{1000 * r['shuffle_s']:.1f} | {1000 * r['allreduce_s']:.1f} |\n")
             else:
-                f.write(f"| {r['impl']} | - | 1 | {r['images_per_s']:.0f} | | | | | |\n")
+                f.write(f"| {r['impl']} | {r['strategy']} | 1 | {r['images_per_s']:.0f} | | | | | |\n")
     print(open(a.out + ".md").read())
-    torch_rate = rows[-1]["images_per_s"]
+    torch_rate = next(r["images_per_s"] for r in rows if r["impl"].startswith("pytorch"))
     one = rate.get(("sample", 1)) or next((v for (st, n), v in rate.items() if n == 1), None)
+    if pair_runs and ("sample", 1) in rate:
+        print(f"capacity: 2 independent 1-rank runs together: "
+              f"{statistics.median(pair_runs) / rate[('sample', 1)]:.2f}")
     if one:
         print(f"halox/torch time per image (1 rank, {a.threads} thread{'s' if a.threads > 1 else ''}): "
               f"{torch_rate / one:.2f}")
