@@ -81,7 +81,7 @@ public:
   conv_layer(layer_spec const& s, tensor_desc const& x, param_store<T>& ps, layer_params const& lp,
              build_options const& bo)
       : ps_(ps), lp_(lp), params_(params(s)),
-        op_(x, ps.params[lp.weight].shape, params_, op_options(bo)) {}
+        op_(x, ps.params[lp.weight].shape, params_, options(bo)) {}
   tensor_desc const& in_desc() const override { return op_.input_desc(); }
   tensor_desc const& out_desc() const override { return op_.output_desc(); }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
@@ -109,8 +109,12 @@ public:
         op_.backward(x, dy, cref(w), dx, std::move(dw), b);
     };
     if (!c.exact_grads) {
+      // The operator leaves the gradient all-reduce in flight (defer_gradient_reduce): it
+      // overlaps with the backward of the layers before this one, and the step completes it
+      // with the other gradient reductions, before the optimizer.
       run(ops::tensor_ref<T>(w.grad.data(), w.shape), db);
       c.times->add(op_.timings());
+      c.finish->push_back([this] { op_.finish_gradients(); });
       return;
     }
     run(ops::tensor_ref<T>{}, nullptr); // dx only
@@ -137,6 +141,11 @@ public:
   }
 
 private:
+  static ops::dist_options options(build_options const& bo) {
+    ops::dist_options o = op_options(bo);
+    o.defer_gradient_reduce = true;
+    return o;
+  }
   static ops::conv_params params(layer_spec const& s) {
     ops::conv_params p;
     p.stride = s.stride;

@@ -20,6 +20,29 @@ template <class T> struct dist_conv<T>::impl {
   detail::space_buffer<T> dev_grads; // device providers: partial dw then db, on the device
   std::vector<T> grads;              // partial dw then db (host), all-reduced in one call
   dist_timings t;
+  // A gradient all-reduce in flight (defer_gradient_reduce) and where its sums go.
+  MPI_Request grad_req = MPI_REQUEST_NULL;
+  tensor_ref<T> dw_out;
+  T* db_out = nullptr;
+
+  // Waits for the gradient all-reduce in flight, if any, and writes dw and db; the wait counts
+  // as reduce time of the current call.
+  void finish_reduce() {
+    if (grad_req == MPI_REQUEST_NULL) return;
+    double const c = MPI_Wtime();
+    HALOX_MPI_CHECK(MPI_Wait(&grad_req, MPI_STATUS_IGNORE));
+    double const waited = MPI_Wtime() - c;
+    t.reduce += waited;
+    t.total += waited;
+    index_t const nw = element_count(w_shape), nb = w_shape[0];
+    if (dw_out.data) detail::copy_into<T>(mem, grads.data(), dw_out);
+    if (db_out) detail::copy_into<T>(mem, grads.data() + nw, tensor_ref<T>(db_out, {nb}));
+  }
+  ~impl() {
+    // A deferred reduction nobody finished: every rank posted it, so it completes; the sums
+    // are dropped (dw and db may be gone by now).
+    if (grad_req != MPI_REQUEST_NULL) MPI_Wait(&grad_req, MPI_STATUS_IGNORE);
+  }
 
   // The halo is zero-filled beyond the global boundary although the kernels never read there:
   // the haloed input then is the zero-padded input, ready for kernels that do (cuDNN, oneDNN).
@@ -70,6 +93,10 @@ template <class T> std::vector<int> const& dist_conv<T>::halo_hi() const noexcep
   return impl_->layer.halo_hi;
 }
 template <class T> dist_timings const& dist_conv<T>::timings() const noexcept { return impl_->t; }
+template <class T> void dist_conv<T>::finish_gradients() { impl_->finish_reduce(); }
+template <class T> bool dist_conv<T>::gradients_pending() const noexcept {
+  return impl_->grad_req != MPI_REQUEST_NULL;
+}
 template <class T> std::size_t dist_conv<T>::bytes_sent() const noexcept {
   return impl_->layer.halo->bytes_sent() + impl_->layer.gather->bytes_sent();
 }
@@ -116,6 +143,7 @@ template <class T> void dist_conv<T>::run_forward(tensor_view const& x, const_te
   dist_timings& t = impl_->t;
   t = {};
   double const t0 = MPI_Wtime();
+  impl_->finish_reduce(); // a deferred gradient reduction of the last backward
   detail::check_layout(x, *L.in, "dist_conv::forward: x");
   detail::check_partition(y, *L.out, "dist_conv::forward: y");
   check_weights(impl_->w_shape, w.shape, "w");
@@ -142,6 +170,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   dist_timings& t = I.t;
   t = {};
   double const t0 = MPI_Wtime();
+  I.finish_reduce(); // the last backward's deferred reduction: I.grads is about to be reused
   bool const want_dx = dx.desc != nullptr, want_dw = dw.data != nullptr, want_db = db != nullptr;
   detail::check_layout(dy, *L.out, "dist_conv::backward: dy");
   if (want_dw) detail::check_layout(x, *L.in, "dist_conv::backward: x");
@@ -218,14 +247,13 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   }
   t.compute += MPI_Wtime() - c;
   if (!L.opt.overlap) weight_grads();
-  if (want_dw || want_db) {
-    c = MPI_Wtime();
-    HALOX_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
-    t.reduce += MPI_Wtime() - c;
-    if (want_dw) detail::copy_into<T>(I.mem, I.grads.data(), dw);
-    if (want_db) detail::copy_into<T>(I.mem, I.grads.data() + nw, tensor_ref<T>(db, {nb}));
-  }
   t.total = MPI_Wtime() - t0;
+  if (want_dw || want_db) {
+    I.grad_req = req;
+    I.dw_out = want_dw ? std::move(dw) : tensor_ref<T>{};
+    I.db_out = want_db ? db : nullptr;
+    if (!L.opt.defer_gradient_reduce) I.finish_reduce();
+  }
   L.bwd_tune.record(t.total, [&](double(&v)[2]) { detail::sum_over(L.tune_comm.get(), v); });
 }
 

@@ -725,6 +725,67 @@ TEST(DistOps, MeasuredOverlapKeepsTheBitsAndAgrees) {
 
 // The fused calls check their buffers as the unfused ones do: a y or dy of other blocks is an
 // error on every rank that names the call and the fix, and leaves dy untouched.
+// defer_gradient_reduce: backward leaves the dw/db all-reduce in flight; finish_gradients (or
+// the next call) writes the sums, bitwise those of the waiting layer; dx is complete at once.
+TEST(DistOps, DeferredGradientReduceMatchesWaiting) {
+  int const p = world_size();
+  process_grid grid(MPI_COMM_WORLD, {1, 1, p, 1});
+  tensor_desc const xd(grid, {2, 3, 3 * p + 1, 5}, halox::dtype::float32);
+  shape_t const ws{4, 3, 3, 3};
+  ops::conv_params const cp{{}, {1}, {1}, {}};
+  auto const x = random_tensor<float>(xd.shape(), 61), w = random_tensor<float>(ws, 62);
+  auto const b = random_tensor<float>({4}, 63);
+  ops::dist_options deferred;
+  deferred.defer_gradient_reduce = true;
+  ops::dist_conv<float> waits(xd, ws, cp), defers(xd, ws, cp, deferred);
+  tensor_desc const& yd = waits.output_desc();
+  auto xl = scatter(waits.input_desc(), x);
+  struct grads {
+    std::vector<float> y, dx, dw, db;
+  };
+  auto run = [&](ops::dist_conv<float>& c, std::uint64_t seed, bool finish) {
+    auto dyl = scatter(yd, random_tensor<float>(yd.shape(), seed));
+    grads g;
+    g.y.resize(static_cast<std::size_t>(yd.local_elements()));
+    g.dx.resize(static_cast<std::size_t>(c.input_desc().local_elements()));
+    g.dw.assign(w.size(), -1.0f);
+    g.db.assign(4, -1.0f);
+    c.forward(tensor_view(c.input_desc(), xl), {w.data(), ws}, b.data(), tensor_view(yd, g.y));
+    c.backward(tensor_view(c.input_desc(), xl), tensor_view(yd, dyl), {w.data(), ws},
+               tensor_view(c.input_desc(), g.dx), {g.dw.data(), ws}, g.db.data());
+    if (finish) c.finish_gradients();
+    return g;
+  };
+  for (std::uint64_t seed : {64, 65}) {
+    grads const want = run(waits, seed, false);
+    EXPECT_FALSE(waits.gradients_pending());
+    grads const got = run(defers, seed, true);
+    EXPECT_FALSE(defers.gradients_pending());
+    EXPECT_EQ(got.y, want.y);
+    EXPECT_EQ(got.dx, want.dx);
+    EXPECT_EQ(got.dw, want.dw) << "seed " << seed;
+    EXPECT_EQ(got.db, want.db) << "seed " << seed;
+  }
+  // Unfinished: the next forward completes it into the buffers backward was given.
+  grads const want = run(waits, 66, false);
+  std::vector<float> dw(w.size(), -1.0f), db(4, -1.0f),
+      y(static_cast<std::size_t>(yd.local_elements()));
+  std::vector<float> dx(static_cast<std::size_t>(defers.input_desc().local_elements()));
+  auto dyl = scatter(yd, random_tensor<float>(yd.shape(), 66));
+  defers.forward(tensor_view(defers.input_desc(), xl), {w.data(), ws}, b.data(),
+                 tensor_view(yd, y));
+  defers.backward(tensor_view(defers.input_desc(), xl), tensor_view(yd, dyl), {w.data(), ws},
+                  tensor_view(defers.input_desc(), dx), {dw.data(), ws}, db.data());
+  EXPECT_TRUE(defers.gradients_pending());
+  EXPECT_EQ(dx, want.dx);
+  defers.forward(tensor_view(defers.input_desc(), xl), {w.data(), ws}, b.data(),
+                 tensor_view(yd, y));
+  EXPECT_FALSE(defers.gradients_pending());
+  EXPECT_EQ(dw, want.dw);
+  EXPECT_EQ(db, want.db);
+  defers.finish_gradients(); // nothing pending: returns at once
+}
+
 TEST(DistOps, FusedReluRejectsBuffersOfOtherBlocks) {
   int const p = world_size();
   process_grid grid(MPI_COMM_WORLD, {1, 1, p});

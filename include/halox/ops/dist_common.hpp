@@ -49,6 +49,12 @@ struct dist_options {
   /// hides. 0: no measuring, split wherever `overlap_min_interior` allows. In [0, 1000].
   /// Results are bitwise equal in either mode.
   int overlap_trials = 3;
+  /// `dist_conv::backward` returns with the all-reduce of the weight and bias gradients still in
+  /// flight (true) instead of waiting for it (false): it then overlaps with whatever the caller
+  /// runs next (the backward of earlier layers), and the ranks do not meet at every layer's
+  /// reduction. `dist_conv::finish_gradients()` completes it; dw and db hold their sums only
+  /// after that. The same on every rank is not required. Results are bitwise equal either way.
+  bool defer_gradient_reduce = false;
   /// How halos and output gradients move. `automatic` measures the candidates when the
   /// operator is built (several collective rounds); the default never does.
   backend method = backend::mpi_pack;

@@ -82,6 +82,16 @@ public:
   void backward_relu(tensor_view const& x, tensor_view const& y, tensor_view const& dy,
                      const_tensor_ref<T> w, tensor_view const& dx, tensor_ref<T> dw, T* db);
 
+  /// Completes the weight and bias gradient all-reduce that `backward` left in flight with
+  /// `dist_options::defer_gradient_reduce`, and writes the sums into the `dw` and `db` that
+  /// call was given (which must still be valid); its wait is added to that call's `timings()`.
+  /// Returns at once when nothing is pending. The next `forward` or `backward`, and the
+  /// destructor, complete a pending reduction first, so one is never lost; until then dw and db
+  /// must not be read.
+  void finish_gradients();
+  /// True while a deferred gradient all-reduce has not been completed.
+  [[nodiscard]] bool gradients_pending() const noexcept;
+
   /// Times of the last `forward` or `backward` on this rank.
   [[nodiscard]] dist_timings const& timings() const noexcept;
   /// Bytes this rank sends per forward plus backward call (input halos and dy gather).
