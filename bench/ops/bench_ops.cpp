@@ -153,6 +153,21 @@ int warmup_steps(args const& a, ops::dist_options const& o) {
   return a.warmup + (o.overlap_trials > 0 ? 2 + 2 * o.overlap_trials : 0);
 }
 
+// Runs the timed steps. An error there may strike one rank only (a device fault): its peers
+// raise peer_failed, but the exchanges they left pending point into buffers freed while the
+// error unwinds, so the job stops at once rather than finalising. (Errors while the layers are
+// built are collective and end the run with status 2 instead.)
+template <class F> void steps_or_abort(F&& steps) {
+  try {
+    steps();
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "halox-bench-ops: rank %d: error while running the layers: %s\n", rank(),
+                 e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+}
+
 // Runs one case at one overlap setting; returns the median sample (max over ranks per step).
 sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> const& dims, int mode,
            ops::compute_provider prov, args const& a, double& bytes) {
@@ -188,25 +203,27 @@ sample run(std::vector<index_t> const& shape, index_t cout, std::vector<int> con
   float *const wp = B.ptr[4], *const bp = B.ptr[5], *const dwp = B.ptr[6], *const dbp = B.ptr[7];
   std::vector<sample> samples;
   int const warmup = warmup_steps(a, o);
-  for (int it = 0; it < warmup + a.iters; ++it) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double const c0 = cpu_seconds();
-    double const t0 = MPI_Wtime();
-    layer.forward(xv, {wp, ws}, bp, yv);
-    B.sync();
-    ops::dist_timings const f = layer.timings();
-    double const t1 = MPI_Wtime();
-    layer.backward(xv, dyv, {wp, ws}, dxv, {dwp, ws}, dbp);
-    B.sync();
-    ops::dist_timings const bk = layer.timings();
-    double const t2 = MPI_Wtime();
-    double const c2 = cpu_seconds();
-    double loc[7] = {t2 - t0,          t1 - t0,   t2 - t1, f.compute + bk.compute,
-                     f.wait + bk.wait, bk.reduce, c2 - c0};
-    double mx[7];
-    MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (it >= warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
-  }
+  steps_or_abort([&] {
+    for (int it = 0; it < warmup + a.iters; ++it) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      double const c0 = cpu_seconds();
+      double const t0 = MPI_Wtime();
+      layer.forward(xv, {wp, ws}, bp, yv);
+      B.sync();
+      ops::dist_timings const f = layer.timings();
+      double const t1 = MPI_Wtime();
+      layer.backward(xv, dyv, {wp, ws}, dxv, {dwp, ws}, dbp);
+      B.sync();
+      ops::dist_timings const bk = layer.timings();
+      double const t2 = MPI_Wtime();
+      double const c2 = cpu_seconds();
+      double loc[7] = {t2 - t0,          t1 - t0,   t2 - t1, f.compute + bk.compute,
+                       f.wait + bk.wait, bk.reduce, c2 - c0};
+      double mx[7];
+      MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (it >= warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
+    }
+  });
   bytes = static_cast<double>(layer.bytes_sent());
   return median(samples);
 }
@@ -231,23 +248,25 @@ sample run_lrn(std::vector<index_t> const& shape, std::vector<int> const& dims, 
   halox::tensor_view const xv(in, x), yv(out, y), dyv(out, dy), dxv(out, dx);
   std::vector<sample> samples;
   int const warmup = warmup_steps(a, o);
-  for (int it = 0; it < warmup + a.iters; ++it) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double const c0 = cpu_seconds();
-    double const t0 = MPI_Wtime();
-    layer.forward(xv, yv);
-    ops::dist_timings const f = layer.timings();
-    double const t1 = MPI_Wtime();
-    layer.backward(xv, dyv, dxv);
-    ops::dist_timings const bk = layer.timings();
-    double const t2 = MPI_Wtime();
-    double const c2 = cpu_seconds();
-    double loc[7] = {t2 - t0,          t1 - t0, t2 - t1, f.compute + bk.compute,
-                     f.wait + bk.wait, 0,       c2 - c0};
-    double mx[7];
-    MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (it >= warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
-  }
+  steps_or_abort([&] {
+    for (int it = 0; it < warmup + a.iters; ++it) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      double const c0 = cpu_seconds();
+      double const t0 = MPI_Wtime();
+      layer.forward(xv, yv);
+      ops::dist_timings const f = layer.timings();
+      double const t1 = MPI_Wtime();
+      layer.backward(xv, dyv, dxv);
+      ops::dist_timings const bk = layer.timings();
+      double const t2 = MPI_Wtime();
+      double const c2 = cpu_seconds();
+      double loc[7] = {t2 - t0,          t1 - t0, t2 - t1, f.compute + bk.compute,
+                       f.wait + bk.wait, 0,       c2 - c0};
+      double mx[7];
+      MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (it >= warmup) samples.push_back({mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]});
+    }
+  });
   bytes = static_cast<double>(layer.bytes_sent());
   return median(samples);
 }
@@ -392,7 +411,7 @@ int main(int argc, char** argv) {
         try {
           s = lrn ? run_lrn(c.shape, dims, mode, prov, a, bytes)
                   : run(c.shape, c.cout, dims, mode, prov, a, bytes);
-        } catch (halox::error const& e) { // collective: every rank gets it (e.g. no GPU here)
+        } catch (halox::error const& e) { // building the layers: collective (e.g. no GPU here)
           if (rank() == 0) std::fprintf(stderr, "halox-bench-ops: %s\n", e.what());
           MPI_Finalize();
           return 2;
