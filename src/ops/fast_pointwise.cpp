@@ -93,6 +93,28 @@ void dx_run(T const* x, T const* dy, T* dx, index_t n, dx_coefficients const& q)
 // Threads across channels only for large tensors, as the reference kernels decide.
 bool parallel(per_channel const& g) { return g.n * g.inner * g.c >= parallel_min_work; }
 
+// True when a plane of `shape` with `strides` is one contiguous run (row-major, no gaps).
+bool one_run(dims const& shape, dims const& strides) {
+  index_t expected = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] != 1 && strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+// for_each_run over one plane, or a single call when every layout holds the plane as one run
+// (precomputed in `whole`): the common case, where walking the dimensions again for every plane
+// costs as much as the short runs of a small spatial block. Used by the element-wise passes; the
+// reductions keep for_each_run, whose out-of-line runs GCC vectorises better there.
+template <class F>
+void plane_runs(per_channel const& g, dims const& sb, dims const& sc, bool whole, F&& f) {
+  if (whole)
+    f(index_t{0}, index_t{0}, index_t{0}, g.inner);
+  else
+    for_each_run(g.rest, g.rest_strides, sb, sc, f);
+}
+
 // Calls f(n, c) for every (sample, channel) plane. With threads, each takes whole channels. On
 // one thread the planes go in memory order (samples outer in NCHW), so a pass streams through
 // the block: visiting one channel's planes in turn instead jumps a whole sample between runs,
@@ -175,15 +197,16 @@ template <class T> void fast_bn_apply(const_tensor_ref<T> x, bn_moments const& m
   auto const gy = split(op, "y", y);
   require_same(op, "y", y.shape, "x", x.shape);
   require_moments(op, m, gx.c);
+  bool const whole = one_run(gx.rest, gx.rest_strides) && one_run(gy.rest, gy.rest_strides);
   for_each_plane(gx, [&](index_t n, index_t c) {
     double const scale = m.invstd[c] * (gamma ? static_cast<double>(gamma[c]) : 1.0);
     double const shift = (beta ? static_cast<double>(beta[c]) : 0.0) - m.mean[c] * scale;
     T const* xb = x.data + n * gx.sn + c * gx.sc;
     T* yb = y.data + n * gy.sn + c * gy.sc;
-    for_each_run(gx.rest, gx.rest_strides, gy.rest_strides, gy.rest_strides,
-                 [&](index_t ox, index_t oy, index_t, index_t len) {
-                   affine_run(xb + ox, yb + oy, len, scale, shift, relu);
-                 });
+    plane_runs(gx, gy.rest_strides, gy.rest_strides, whole,
+               [&](index_t ox, index_t oy, index_t, index_t len) {
+                 affine_run(xb + ox, yb + oy, len, scale, shift, relu);
+               });
   });
 }
 
@@ -222,6 +245,8 @@ template <class T> void fast_bn_backward_apply(const_tensor_ref<T> x, const_tens
   require_same(op, "dx", dx.shape, "x", x.shape);
   require_moments(op, m, gx.c);
   if (training) require_grad_sums(op, total, gx.c);
+  bool const whole = one_run(gx.rest, gx.rest_strides) && one_run(gd.rest, gd.rest_strides) &&
+                     one_run(go.rest, go.rest_strides);
   for_each_plane(gx, [&](index_t n, index_t c) {
     dx_coefficients q{m.invstd[c] * (gamma ? static_cast<double>(gamma[c]) : 1.0), 0, 0, m.mean[c],
                       m.invstd[c]};
@@ -233,10 +258,10 @@ template <class T> void fast_bn_backward_apply(const_tensor_ref<T> x, const_tens
     T const* xb = x.data + n * gx.sn + c * gx.sc;
     T const* db = dy.data + n * gd.sn + c * gd.sc;
     T* ob = dx.data + n * go.sn + c * go.sc;
-    for_each_run(gx.rest, gx.rest_strides, gd.rest_strides, go.rest_strides,
-                 [&](index_t ox, index_t od, index_t oo, index_t len) {
-                   dx_run(xb + ox, db + od, ob + oo, len, q);
-                 });
+    plane_runs(gx, gd.rest_strides, go.rest_strides, whole,
+               [&](index_t ox, index_t od, index_t oo, index_t len) {
+                 dx_run(xb + ox, db + od, ob + oo, len, q);
+               });
   });
 }
 
