@@ -281,7 +281,7 @@ loss_sums network<T>::loss(std::vector<int> const& labels, step_context const& c
 template <class T> void network<T>::backward(step_context const& c) {
   for (auto& g : skip_grad_) std::fill(g.begin(), g.end(), T(0));
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
+    double const l0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
     if (is_skip_source_[i]) {
       double const t0 = now();
       add_owned(*skip_desc_[i], skip_grad_[i].data(), *dout_[i].desc, dout_[i].buf->data());
@@ -290,7 +290,7 @@ template <class T> void network<T>::backward(step_context const& c) {
     if (!fused_away_[i])
       layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
     if (i > 0 && !local_[i]) moves_[i]->backward(*din_[i].buf, *dout_[i - 1].buf, *c.times);
-    if (c.clock) tick(c, i, t0, c0, false);
+    if (c.clock) tick(c, i, l0, c0, false);
   }
 }
 

@@ -26,17 +26,17 @@ long to_long(std::string const& opt, std::string const& v, long min) {
 
 // A backend name that this build can run on host memory ("auto" included).
 std::string checked_backend(std::string const& v) {
-  std::string names;
-  for (halox::backend b : halox::host_backends())
-    names += std::string(names.empty() ? "" : ", ") + halox::to_string(b);
   if (v == "auto") return v;
+  auto const host = halox::host_backends();
+  std::string names;
+  for (halox::backend b : host)
+    names += std::string(names.empty() ? "" : ", ") + halox::to_string(b);
   halox::backend b{};
   try {
     b = halox::backend_from_string(v);
   } catch (halox::error const&) {
     bad("--backend " + v + ": unknown backend; use auto or one of " + names);
   }
-  auto const host = halox::host_backends();
   if (std::find(host.begin(), host.end(), b) == host.end())
     bad("--backend " + v + ": not available for host memory in this build; use auto or one of " +
         names);

@@ -13,14 +13,8 @@
 namespace trainer {
 namespace {
 
-std::string fmt(char const* f, double a, double b = 0, double c = 0, double d = 0, double e = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, f, a, b, c, d, e);
-  return buf;
-}
-
-// printf-style formatting of any arguments.
-template <class... A> std::string fmtv(char const* f, A... a) {
+// printf-style formatting.
+template <class... A> std::string fmt(char const* f, A... a) {
   char buf[512];
   std::snprintf(buf, sizeof buf, f, a...);
   return buf;
@@ -142,9 +136,9 @@ void reporter::profile(layer_clock const& k, std::vector<std::string> const& kin
     std::string t = "this rank, ms per step: layer, forward (of it communication), backward "
                     "(of it communication)\n";
     for (std::size_t i = 0; i < n; ++i)
-      t += fmtv("%-4zu %-9s %8.3f (%.3f) %8.3f (%.3f)\n", i, kinds[i].c_str(), mine[4 * i],
-                mine[4 * i + 1], mine[4 * i + 2], mine[4 * i + 3]);
-    text(t + fmtv("step %.3f\n", mine[4 * n]));
+      t += fmt("%-4zu %-9s %8.3f (%.3f) %8.3f (%.3f)\n", i, kinds[i].c_str(), mine[4 * i],
+               mine[4 * i + 1], mine[4 * i + 2], mine[4 * i + 3]);
+    text(t + fmt("step %.3f\n", mine[4 * n]));
   }
   if (rank_ != 0) return;
   // min, max, the rank of the max, and the communication time of that rank.
@@ -161,23 +155,23 @@ void reporter::profile(layer_clock const& k, std::vector<std::string> const& kin
   auto const cell = [&](std::size_t j) {
     auto const [lo, hi, arg] = stats(j);
     double const comm_of_max = all[static_cast<std::size_t>(arg) * mine.size() + j + 1];
-    return fmtv("%8.3f %8.3f %4d %7.3f", lo, hi, arg, comm_of_max);
+    return fmt("%8.3f %8.3f %4d %7.3f", lo, hi, arg, comm_of_max);
   };
-  std::string t = fmtv("profile: ms per step over %ld steps; per layer the fastest and slowest "
-                       "rank, that rank, and its communication time\n",
-                       k.steps);
-  t += fmtv("%-4s %-9s %8s %8s %4s %7s   %8s %8s %4s %7s\n", "#", "layer", "fwd min", "fwd max",
-            "rank", "comm", "bwd min", "bwd max", "rank", "comm");
+  std::string t = fmt("profile: ms per step over %ld steps; per layer the fastest and slowest "
+                      "rank, that rank, and its communication time\n",
+                      k.steps);
+  t += fmt("%-4s %-9s %8s %8s %4s %7s   %8s %8s %4s %7s\n", "#", "layer", "fwd min", "fwd max",
+           "rank", "comm", "bwd min", "bwd max", "rank", "comm");
   double fsum = 0, bsum = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    t += fmtv("%-4zu %-9s ", i, kinds[i].c_str()) + cell(4 * i) + "   " + cell(4 * i + 2) + "\n";
+    t += fmt("%-4zu %-9s ", i, kinds[i].c_str()) + cell(4 * i) + "   " + cell(4 * i + 2) + "\n";
     fsum += std::get<1>(stats(4 * i));
     bsum += std::get<1>(stats(4 * i + 2));
   }
   auto const [slo, shi, sarg] = stats(4 * n);
-  t += fmtv("sum of the slowest ranks: forward %.3f, backward %.3f; whole step %.3f to %.3f "
-            "(rank %d); the rest is data, loss, optimizer and the last gradient wait\n",
-            fsum, bsum, slo, shi, sarg);
+  t += fmt("sum of the slowest ranks: forward %.3f, backward %.3f; whole step %.3f to %.3f "
+           "(rank %d); the rest is data, loss, optimizer and the last gradient wait\n",
+           fsum, bsum, slo, shi, sarg);
   text(t);
 }
 
