@@ -147,16 +147,21 @@ template <class T> void dist_conv<T>::run_forward(tensor_view const& x, const_te
   detail::check_layout(x, *L.in, "dist_conv::forward: x");
   detail::check_partition(y, *L.out, "dist_conv::forward: y");
   check_weights(impl_->w_shape, w.shape, "w");
+  // Once the exchange is complete its zero fill beyond the global boundary is the padding
+  // (see impl), which the kernels may read; the interior pieces run before that fill.
   const_block_ref<T> const xb = haloed_block<T const>(x);
+  const_block_ref<T> xb_filled = xb;
+  xb_filled.zero_padding = true;
   block_ref<T> const yb = haloed_block<T>(y);
   detail::run_tuned(
       L.opt, L.fwd_tune, L.tune_comm.get(), L.fwd_polls, L.in->grid().comm(),
       [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior, L.fwd_boundary, L.out_own,
-      [&](box const& b, bool) {
+      [&](box const& b, bool exchanged) {
+        auto const& xs = exchanged ? xb_filled : xb;
         if (relu)
-          impl_->k.conv_forward_relu_box(xb, L.in_ext, w, bias, yb, b, impl_->p);
+          impl_->k.conv_forward_relu_box(xs, L.in_ext, w, bias, yb, b, impl_->p);
         else
-          impl_->k.conv_forward_box(xb, L.in_ext, w, bias, yb, b, impl_->p);
+          impl_->k.conv_forward_box(xs, L.in_ext, w, bias, yb, b, impl_->p);
       },
       t);
   t.total = MPI_Wtime() - t0;
@@ -202,9 +207,12 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     T* const part = I.mem.host() ? I.grads.data() : I.dev_grads.reserve(ng);
     if (!I.mem.host()) I.mem.zero(part, ng * sizeof(T));
     if (!L.out_own.empty()) {
+      // x's halos, zero fill included, are as forward left them.
+      const_block_ref<T> xb = haloed_block<T const>(x);
+      xb.zero_padding = true;
       if (want_dw)
-        I.k.conv_backward_weights_box(haloed_block<T const>(x), L.in_ext, dy_own,
-                                      tensor_ref<T>(part, I.w_shape), L.out_own, I.p);
+        I.k.conv_backward_weights_box(xb, L.in_ext, dy_own, tensor_ref<T>(part, I.w_shape),
+                                      L.out_own, I.p);
       if (want_db) I.k.conv_backward_bias_box(dy_own, L.out_own, part + nw);
     }
     if (!I.mem.host()) I.mem.to_host(I.grads.data(), part, ng * sizeof(T));

@@ -137,14 +137,15 @@ backward_data_span backward_data_geometry(window3 const& w, box3 const& in, box3
 
 /// Internal 3-D view of a block: NC plus three spatial dims, with the global origin.
 template <class T> struct block3 {
-  T* data = nullptr;    ///< element (0, 0, 0, 0, 0)
-  index_t n = 0;        ///< batch extent
-  index_t c = 0;        ///< channel extent
-  index_t sn = 0;       ///< batch stride
-  index_t sc = 0;       ///< channel stride
-  index_t ext[s3] = {}; ///< spatial extents of the buffer
-  index_t str[s3] = {}; ///< spatial strides
-  index_t org[s3] = {}; ///< global position of the buffer's first spatial element
+  T* data = nullptr;         ///< element (0, 0, 0, 0, 0)
+  index_t n = 0;             ///< batch extent
+  index_t c = 0;             ///< channel extent
+  index_t sn = 0;            ///< batch stride
+  index_t sc = 0;            ///< channel stride
+  index_t ext[s3] = {};      ///< spatial extents of the buffer
+  index_t str[s3] = {};      ///< spatial strides
+  index_t org[s3] = {};      ///< global position of the buffer's first spatial element
+  bool zero_padding = false; ///< elements outside the global extent hold zero (block_ref)
 
   /// The global box the buffer covers.
   [[nodiscard]] box3 covers() const {

@@ -338,6 +338,7 @@ block3<T> to_block3(char const* op, char const* name, block_ref<T> const& b, int
   r.c = b.ref.shape[1];
   r.sn = b.ref.strides[0];
   r.sc = b.ref.strides[1];
+  r.zero_padding = b.zero_padding;
   for (int d = 0; d < s3; ++d) {
     r.ext[d] = 1;
     r.str[d] = 0;

@@ -58,9 +58,25 @@ template <class T> struct padded {
   ops::block_ref<T> block() {
     std::vector<index_t> sh = alloc;
     sh[1] = shape[1];
-    return ops::block_ref<T>(ops::tensor_ref<T>(buf.data(), sh, ops::contiguous_strides(alloc)),
-                             std::vector<index_t>(shape.size() - 2, -margin));
+    ops::block_ref<T> b(ops::tensor_ref<T>(buf.data(), sh, ops::contiguous_strides(alloc)),
+                        std::vector<index_t>(shape.size() - 2, -margin));
+    b.zero_padding = zero_margin;
+    return b;
   }
+  // Zeros in the margins of the tensor's channels (the spare channel keeps NaN), promised to the
+  // kernels through block_ref::zero_padding, as a haloed block after its exchange.
+  void fill_margin_with_zeros() {
+    std::vector<index_t> sh = alloc;
+    sh[1] = shape[1];
+    for_each_index(sh, [&](std::vector<index_t> const& i) {
+      bool outside = false;
+      for (std::size_t d = 2; d < i.size(); ++d)
+        outside = outside || i[d] < margin || i[d] >= margin + shape[d];
+      if (outside) buf[static_cast<std::size_t>(flat(alloc, i))] = T(0);
+    });
+    zero_margin = true;
+  }
+  bool zero_margin = false;
 };
 
 std::string fmt(std::vector<index_t> const& v) {
@@ -126,8 +142,8 @@ bool draw_conv(std::mt19937_64& g, int nsp, conv_case& c) {
 
 // Runs every convolution pass with `p` box by box and compares with the reference whole-tensor
 // functions. Returns the largest relative error of the forward, dx and dw/db.
-template <class T>
-double conv_vs_reference(compute_provider prov, conv_case const& c, std::uint64_t seed) {
+template <class T> double conv_vs_reference(compute_provider prov, conv_case const& c,
+                                            std::uint64_t seed, bool zero_padding = false) {
   std::mt19937_64 g(seed);
   auto const ys = ops::conv_output_shape(c.xs, c.ws, c.p);
   std::vector<index_t> const in_ext(c.xs.begin() + 2, c.xs.end()),
@@ -151,6 +167,7 @@ double conv_vs_reference(compute_provider prov, conv_case const& c, std::uint64_
   // provider, box by box on strided views
   ops::local_kernels<T> k(prov);
   padded<T> xp(c.xs, 2), yp(ys, 1), dyp(ys, 2), dxp(c.xs, 1);
+  if (zero_padding) xp.fill_margin_with_zeros();
   xp.set(xv);
   dyp.set(dyv);
   std::vector<T> dw(w.size(), T(0)), db(b.size(), T(0));
@@ -221,6 +238,68 @@ TEST(OpsProviders, ConvMatchesReferenceOnStridedBoxes) {
       }
   RecordProperty("largest_relative_error", std::to_string(worst));
   std::printf("largest relative error against the reference: %.3g\n", worst);
+}
+
+// The same with zeros beyond the global boundary, promised through block_ref::zero_padding: the
+// provider may read them as padding (two cells of the padding of up to 2 on each side), and
+// every box still gets the reference result.
+TEST(OpsProviders, ConvReadsZeroPaddingFromMemoryWhenPromised) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  std::mt19937_64 g(12);
+  for (auto prov : provs)
+    for (int nsp : {2, 3})
+      for (int trial = 0, done = 0; done < (nsp == 2 ? 10 : 6) && trial < 200; ++trial) {
+        conv_case c;
+        if (!draw_conv(g, nsp, c)) continue;
+        ++done;
+        EXPECT_LE(conv_vs_reference<float>(prov, c, 300 + trial, true), float_tol)
+            << ops::to_string(prov) << " conv x " << fmt(c.xs) << " w " << fmt(c.ws) << " trial "
+            << trial;
+      }
+}
+
+// A haloed block with a zero frame that the padding covers exactly is read as one dense array
+// with no padding left (the oneDNN plans say so); the results are the reference ones.
+TEST(OpsProviders, ZeroPaddedHaloedBlockGivesTheReferenceResult) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  std::vector<index_t> const xs{3, 4, 9, 11}, ws{5, 4, 3, 3};
+  ops::conv_params const p{{1, 1}, {1, 1}, {1, 1}, {1, 1}};
+  auto const ys = ops::conv_output_shape(xs, ws, p);
+  auto const xv = as<float>(random_values(ops::element_count(xs), 7));
+  auto const wv = as<float>(random_values(ops::element_count(ws), 8));
+  auto const dyv = as<float>(random_values(ops::element_count(ys), 9));
+  std::vector<float> y_ref(dyv.size()), dw_ref(wv.size());
+  ops::conv_forward<float>({xv.data(), xs}, {wv.data(), ws}, nullptr, {y_ref.data(), ys}, p);
+  ops::conv_backward_weights<float>({xv.data(), xs}, {dyv.data(), ys}, {dw_ref.data(), ws}, p);
+  // [N, C, H + 2, W + 2] with a one-cell zero frame: exactly the padded input.
+  std::vector<index_t> const big{xs[0], xs[1], xs[2] + 2, xs[3] + 2};
+  std::vector<float> buf(static_cast<std::size_t>(ops::element_count(big)), 0.f);
+  for_each_index(xs, [&](std::vector<index_t> const& i) {
+    buf[flat(big, {i[0], i[1], i[2] + 1, i[3] + 1})] = xv[flat(xs, i)];
+  });
+  for (auto prov : provs) {
+    ops::local_kernels<float> k(prov);
+    ops::const_block_ref<float> xb(ops::const_tensor_ref<float>(buf.data(), big), {-1, -1});
+    xb.zero_padding = true;
+    std::vector<float> y(y_ref.size()), dw(wv.size(), 0.f);
+    auto const all = make_box({0, 0}, {ys[2], ys[3]});
+    k.conv_forward_box(xb, {xs[2], xs[3]}, {wv.data(), ws}, nullptr, {{y.data(), ys}}, all, p);
+    k.conv_backward_weights_box(xb, {xs[2], xs[3]}, {{dyv.data(), ys}}, {dw.data(), ws}, all, p);
+    auto d = [](std::vector<float> const& v) { return std::vector<double>(v.begin(), v.end()); };
+    EXPECT_LE(rel_err(d(y), d(y_ref)), float_tol) << ops::to_string(prov);
+    EXPECT_LE(rel_err(d(dw), d(dw_ref)), float_tol) << ops::to_string(prov);
+    // Both passes ran on the whole dense buffer with no padding left to oneDNN.
+    std::string const plans = k.describe();
+    for (char const* pass : {"fwd,", "bwd_weights,"})
+      EXPECT_NE(plans.find(std::string(pass) + "src=3x4x11x13,wei=5x4x3x3,dst=3x5x9x11,s=1x1,d=0x0,"
+                                               "pl=0x0,pr=0x0"),
+                std::string::npos)
+          << pass << " in\n"
+          << plans;
+    EXPECT_NE(plans.find("xs=572x143x13x1"), std::string::npos) << plans;
+  }
 }
 
 // A provider's weight gradient adds into dw, whatever its layout: here dw is [Cout, Cin, kh, kw]

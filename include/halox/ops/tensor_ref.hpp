@@ -84,6 +84,13 @@ template <class T> [[nodiscard]] tensor_ref<T> sub_box(tensor_ref<T> const& t, b
 template <class T> struct block_ref {
   tensor_ref<T> ref; ///< the buffer
   dims origin;       ///< global spatial coordinate of the buffer's first element
+  /// The caller's promise that every element of the buffer outside the global extent (beyond
+  /// the tensor's boundary, where a window reads zero padding) holds zero, as a halo exchange
+  /// with `boundary_fill::constant` and fill value 0 leaves them. A convolution may then read
+  /// those elements as its padding rather than clip its source region, which keeps the source
+  /// one dense array when the block is a haloed block; the results are the same either way.
+  /// Other operators ignore it.
+  bool zero_padding = false;
 
   /// An empty block.
   block_ref() = default;
@@ -93,7 +100,7 @@ template <class T> struct block_ref {
   /// The read-only block of a mutable one.
   template <class U, class = std::enable_if_t<std::is_same_v<T, U const>>>
   block_ref(block_ref<U> const& other) // NOLINT: implicit by design
-      : ref(other.ref), origin(other.origin) {}
+      : ref(other.ref), origin(other.origin), zero_padding(other.zero_padding) {}
 };
 
 /// A read-only block.

@@ -13,6 +13,7 @@
 
 #include <halox/ops/conv.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 namespace halox::ops::detail {
@@ -84,7 +85,7 @@ public:
     conv_job& j = job_;
     reset(j);
     index_t src_lo[s3];
-    if (cp.cin == 0 || !source_region(cp.w, ob, nsp, j, src_lo)) { // windows read padding only
+    if (cp.cin == 0 || !source_region(cp.w, ob, xb, nsp, j, src_lo)) { // padding only
       if (relu)
         ref_->conv_forward_relu(x, in_extent, w, bias, y, out_box, p);
       else
@@ -162,7 +163,7 @@ public:
     reset(j);
     index_t src_lo[s3];
     if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0 || cp.cin == 0 ||
-        !source_region(cp.w, ob, nsp, j, src_lo))
+        !source_region(cp.w, ob, xb, nsp, j, src_lo))
       return; // nothing to add
     j.kind = conv_kind::backward_weights;
     finish_job(j, cp, xb, src_lo, dw);
@@ -232,15 +233,26 @@ public:
 private:
   // The input region the outputs `ob` read, clipped to the input, and the zero padding left on
   // each side (the global padding inside these windows). False when some dimension reads
-  // padding only.
-  static bool source_region(window3 const& w, box3 const& ob, int nsp, conv_job& j,
-                            index_t (&src_lo)[s3]) {
+  // padding only. When x promises zeros beyond the global boundary (a haloed block after its
+  // exchange), the region reaches into them instead of padding: a rank's clipped source is a
+  // few rows short of its haloed block, so the view would be strided and every call would
+  // reorder it; the whole haloed block is one dense array that oneDNN reads as it is.
+  static bool source_region(window3 const& w, box3 const& ob, block3<float const> const& x, int nsp,
+                            conv_job& j, index_t (&src_lo)[s3]) {
     j.nsp = nsp;
     for (int d = 0; d < s3; ++d) src_lo[d] = 0;
     for (int i = 0; i < nsp; ++i) {
       int const d = d3(nsp, i);
-      source_span const g = source_geometry(w, ob, d);
+      source_span g = source_geometry(w, ob, d);
       if (g.hi <= g.lo) return false;
+      if (x.zero_padding) { // padding only exists beyond the boundary: these rows are zeros
+        index_t const below = std::min(g.pl, std::max<index_t>(g.lo - x.org[d], 0));
+        index_t const above = std::min(g.pr, std::max<index_t>(x.org[d] + x.ext[d] - g.hi, 0));
+        g.lo -= below;
+        g.pl -= below;
+        g.hi += above;
+        g.pr -= above;
+      }
       src_lo[d] = g.lo;
       j.src.push_back(g.hi - g.lo);
       j.dst.push_back(ob.extent(d));
