@@ -2,6 +2,7 @@
 // distributed operators. See docs/trainer.md.
 #include "model.hpp"
 #include "options.hpp"
+#include "threads.hpp"
 #include "train.hpp"
 
 #include <halox/error.hpp>
@@ -20,6 +21,13 @@ namespace {
 // OpenMP reads OMP_NUM_THREADS once, when the runtime starts, and the trainer links no OpenMP
 // of its own to change it later; so --threads (and --deterministic) set the variable and
 // re-execute the program before MPI is initialised. Returns only when nothing needs changing.
+//
+// Without either, and without OMP_NUM_THREADS, OpenMP would start one thread per CPU the process
+// may run on. A launcher that does not bind its ranks (MPICH's Hydra by default, Open MPI when
+// oversubscribing) gives every rank the whole node, so ranks x threads would oversubscribe the
+// cores, and OpenMP's spin-waiting threads then make a step many times slower (alexnet-spatial
+// on 2 ranks of a 2-core node: 30x). The default then shares the node's CPUs among the
+// launcher's ranks on it, and the header says so (threads.hpp).
 void apply_threads(int argc, char** argv) {
   std::string want;
   for (int i = 1; i < argc; ++i) {
@@ -31,8 +39,15 @@ void apply_threads(int argc, char** argv) {
     else if (a == "--deterministic" && want.empty())
       want = "1";
   }
-  if (want.empty() || std::atoi(want.c_str()) < 1) return; // bad values: parse_options says so
+  if (!want.empty() && std::atoi(want.c_str()) < 1) return; // bad values: parse_options says so
   char const* have = std::getenv("OMP_NUM_THREADS");
+  if (want.empty()) {
+    if (have) return;
+    trainer::thread_default const d = trainer::default_threads();
+    if (!d.shared) return; // bound to its own CPUs, or alone: OpenMP's default fits
+    want = std::to_string(d.threads);
+    setenv(trainer::thread_default::note_variable, (want + "|" + d.note).c_str(), 1);
+  }
   if (have && want == have) return;
   setenv("OMP_NUM_THREADS", want.c_str(), 1);
   execv("/proc/self/exe", argv);

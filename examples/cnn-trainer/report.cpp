@@ -1,4 +1,5 @@
 #include "report.hpp"
+#include "threads.hpp"
 
 #include "network.hpp"
 
@@ -63,8 +64,7 @@ void reporter::header(model_spec const& m, std::string const& data, long params,
   for (auto e : m.input) in += (in.empty() ? "" : "x") + std::to_string(e);
   line("halox-train: model " + m.name + " (" + m.source + ", " + std::to_string(m.layers.size()) +
        " layers, input " + in + ", " + std::to_string(params) + " parameters, default strategy " +
-       m.strategy + ") on " + std::to_string(size_) + " ranks, OMP_NUM_THREADS=" +
-       (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset"));
+       m.strategy + ") on " + std::to_string(size_) + " ranks, " + threads_text());
   line("data: " + data);
   line("batch " + std::to_string(o_.batch) + ", " + std::to_string(steps) + " steps (" +
        std::to_string(steps_per_epoch) + " per epoch)" +
