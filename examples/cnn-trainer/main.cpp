@@ -6,6 +6,7 @@
 #include "train.hpp"
 
 #include <halox/error.hpp>
+#include <halox/ops/provider.hpp>
 
 #include <mpi.h>
 
@@ -27,7 +28,7 @@ namespace {
 // oversubscribing) gives every rank the whole node, so ranks x threads would oversubscribe the
 // cores, and OpenMP's spin-waiting threads then make a step many times slower (alexnet-spatial
 // on 2 ranks of a 2-core node: 30x). The default then shares the node's CPUs among the
-// launcher's ranks on it, and the header says so (threads.hpp).
+// launcher's ranks on it (halox::ops::default_threads()), and the header says so.
 void apply_threads(int argc, char** argv) {
   std::string want;
   for (int i = 1; i < argc; ++i) {
@@ -43,10 +44,10 @@ void apply_threads(int argc, char** argv) {
   char const* have = std::getenv("OMP_NUM_THREADS");
   if (want.empty()) {
     if (have) return;
-    trainer::thread_default const d = trainer::default_threads();
-    if (!d.shared) return; // bound to its own CPUs, or alone: OpenMP's default fits
+    halox::ops::thread_default const d = halox::ops::default_threads();
+    if (d.threads == 0) return; // bound to its own CPUs, or alone: OpenMP's default fits
     want = std::to_string(d.threads);
-    setenv(trainer::thread_default::note_variable, (want + "|" + d.note).c_str(), 1);
+    setenv(trainer::default_threads_variable, (want + "|" + d.reason).c_str(), 1);
   }
   if (have && want == have) return;
   setenv("OMP_NUM_THREADS", want.c_str(), 1);

@@ -95,7 +95,7 @@ std::uint64_t params_hash(std::vector<win1> const& win, index_t cout, bool xb, b
 memory_space check_provider(std::string const& what, dist_options const& o, dtype t) {
   HALOX_REQUIRE(o.threads >= 0, bad,
                 what + ": dist_options::threads = " + std::to_string(o.threads) +
-                    " is negative; pass 0 (OpenMP default) or a positive count");
+                    " is negative; pass 0 (default_threads()) or a positive count");
   compute_provider p = compute_provider::reference;
   try {
     p = resolve_provider(o.provider, t);

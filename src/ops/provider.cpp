@@ -135,7 +135,8 @@ template <class T> local_kernels<T>::local_kernels(compute_provider p, int threa
     : impl_(detail::make_compute_kernels<T>(p)), threads_(threads) {
   HALOX_REQUIRE(threads >= 0, errc::invalid_argument,
                 "local_kernels: threads = " + std::to_string(threads) +
-                    " is negative; pass 0 (OpenMP default) or a positive count");
+                    " is negative; pass 0 (default_threads()) or a positive count");
+  run_threads_ = threads > 0 ? threads : default_threads().threads;
 }
 template <class T> local_kernels<T>::~local_kernels() = default;
 template <class T> local_kernels<T>::local_kernels(local_kernels&&) noexcept = default;
@@ -151,55 +152,55 @@ template <class T>
 void local_kernels<T>::conv_forward_box(const_block_ref<T> x, dims const& in_extent,
                                         const_tensor_ref<T> w, T const* bias, block_ref<T> y,
                                         box const& out_box, conv_params const& p) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->conv_forward(std::move(x), in_extent, std::move(w), bias, std::move(y), out_box, p);
 }
 template <class T>
 void local_kernels<T>::conv_forward_relu_box(const_block_ref<T> x, dims const& in_extent,
                                              const_tensor_ref<T> w, T const* bias, block_ref<T> y,
                                              box const& out_box, conv_params const& p) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->conv_forward_relu(std::move(x), in_extent, std::move(w), bias, std::move(y), out_box, p);
 }
 template <class T>
 void local_kernels<T>::conv_backward_data_box(const_block_ref<T> dy, dims const& in_extent,
                                               const_tensor_ref<T> w, block_ref<T> dx,
                                               box const& in_box, conv_params const& p) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->conv_backward_data(std::move(dy), in_extent, std::move(w), std::move(dx), in_box, p);
 }
 template <class T>
 void local_kernels<T>::conv_backward_weights_box(const_block_ref<T> x, dims const& in_extent,
                                                  const_block_ref<T> dy, tensor_ref<T> dw,
                                                  box const& out_box, conv_params const& p) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->conv_backward_weights(std::move(x), in_extent, std::move(dy), std::move(dw), out_box, p);
 }
 template <class T>
 void local_kernels<T>::conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->conv_backward_bias(std::move(dy), out_box, db);
 }
 template <class T>
 void local_kernels<T>::pool_forward_box(const_block_ref<T> x, dims const& in_extent, block_ref<T> y,
                                         box const& out_box, pool_params const& p) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->pool_forward(std::move(x), in_extent, std::move(y), out_box, p);
 }
 template <class T>
 void local_kernels<T>::pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
                                          dims const& in_extent, block_ref<T> dx, box const& in_box,
                                          pool_params const& p) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->pool_backward(std::move(x), std::move(dy), in_extent, std::move(dx), in_box, p);
 }
 template <class T> void local_kernels<T>::relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->relu_forward(std::move(x), std::move(y));
 }
 template <class T> void local_kernels<T>::relu_backward(const_tensor_ref<T> x,
                                                         const_tensor_ref<T> dy, tensor_ref<T> dx) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->relu_backward(std::move(x), std::move(dy), std::move(dx));
 }
 template <class T> bn_stats local_kernels<T>::bn_partial_stats(const_tensor_ref<T> x) {
@@ -208,7 +209,7 @@ template <class T> bn_stats local_kernels<T>::bn_partial_stats(const_tensor_ref<
   return out;
 }
 template <class T> void local_kernels<T>::bn_partial_stats(const_tensor_ref<T> x, bn_stats& out) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->bn_partial_stats(x, out);
 }
 template <class T> bn_grad_sums local_kernels<T>::bn_backward_partial(const_tensor_ref<T> x,
@@ -221,18 +222,18 @@ template <class T> bn_grad_sums local_kernels<T>::bn_backward_partial(const_tens
 template <class T>
 void local_kernels<T>::bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
                                            bn_moments const& m, bn_grad_sums& out) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->bn_backward_partial(x, dy, m, out);
 }
 template <class T> void local_kernels<T>::bn_apply(const_tensor_ref<T> x, bn_moments const& m,
                                                    T const* gamma, T const* beta, tensor_ref<T> y) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->bn_apply(std::move(x), m, gamma, beta, std::move(y));
 }
 template <class T> void local_kernels<T>::bn_apply_relu(const_tensor_ref<T> x, bn_moments const& m,
                                                         T const* gamma, T const* beta,
                                                         tensor_ref<T> y) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->bn_apply_relu(std::move(x), m, gamma, beta, std::move(y));
 }
 template <class T> void local_kernels<T>::bn_backward_apply(const_tensor_ref<T> x,
@@ -240,18 +241,18 @@ template <class T> void local_kernels<T>::bn_backward_apply(const_tensor_ref<T> 
                                                             bn_moments const& m, T const* gamma,
                                                             bn_grad_sums const& total,
                                                             bool training, tensor_ref<T> dx) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->bn_backward_apply(std::move(x), std::move(dy), m, gamma, total, training, std::move(dx));
 }
 template <class T>
 void local_kernels<T>::lrn_forward(const_tensor_ref<T> x, tensor_ref<T> y, lrn_params const& p) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->lrn_forward(std::move(x), std::move(y), p);
 }
 template <class T> void local_kernels<T>::lrn_backward(const_tensor_ref<T> x,
                                                        const_tensor_ref<T> dy, tensor_ref<T> dx,
                                                        lrn_params const& p) {
-  thread_scope s(threads_);
+  thread_scope s(run_threads_);
   impl_->lrn_backward(std::move(x), std::move(dy), std::move(dx), p);
 }
 template <class T> std::string local_kernels<T>::describe() const { return impl_->describe(); }

@@ -63,8 +63,8 @@ struct dist_options {
   /// Which library computes the local kernels (docs/providers.md). `automatic`: the fastest
   /// built in for the element type (oneDNN for float when built, else the reference kernels).
   compute_provider provider = compute_provider::automatic;
-  /// OpenMP threads of each local kernel call on this rank; 0: the OpenMP default
-  /// (OMP_NUM_THREADS).
+  /// OpenMP threads of each local kernel call on this rank; 0: `default_threads()` (the OpenMP
+  /// default, OMP_NUM_THREADS, unless several unbound ranks share the node's CPUs).
   int threads = 0;
 };
 

@@ -45,6 +45,29 @@ enum class compute_provider {
 /// (`automatic` resolves to a host provider).
 [[nodiscard]] memory_space provider_memory(compute_provider p) noexcept;
 
+/// The OpenMP threads a rank runs its kernels with when the caller did not choose
+/// (`threads = 0`): see `default_threads()`.
+struct thread_default {
+  /// Threads per kernel call; 0 when OpenMP's own default fits (OMP_NUM_THREADS is set, the
+  /// launcher bound the process to fewer CPUs than the node has, or it runs alone on the node).
+  int threads = 0;
+  /// CPUs this process may run on (its affinity mask; 0 when unknown): OpenMP's default count.
+  int cpus = 0;
+  /// Why, in words: "2 CPUs shared by 2 ranks on this node", "OMP_NUM_THREADS=4", "bound to 1
+  /// CPU", "the only rank on this node".
+  std::string reason;
+};
+
+/// The thread count this process should give its kernels when nobody said. OpenMP starts one
+/// thread per CPU the process may run on; a launcher that does not bind its ranks (MPICH's
+/// Hydra by default, Open MPI when oversubscribing) lets every rank on a node run on all of its
+/// CPUs, so ranks x threads would oversubscribe the cores and OpenMP's spin-waiting threads make
+/// every call many times slower. In that case (several ranks on the node, from the launcher's
+/// `MPI_LOCALNRANKS`, `OMPI_COMM_WORLD_LOCAL_SIZE` or `SLURM_NTASKS_PER_NODE`, no
+/// `OMP_NUM_THREADS`, an affinity mask of the whole node) it is the CPUs divided among those
+/// ranks, at least 1. Needs no MPI (callable before `MPI_Init`).
+[[nodiscard]] thread_default default_threads();
+
 namespace detail {
 template <class T> class compute_kernels;
 } // namespace detail
@@ -61,7 +84,8 @@ template <class T> class compute_kernels;
 template <class T> class local_kernels {
 public:
   /// Resolves `p` (see `resolve_provider`); `threads` > 0 sets the OpenMP threads of every
-  /// call (0: the OpenMP default, i.e. OMP_NUM_THREADS).
+  /// call; 0: `default_threads()`, which is OpenMP's default (OMP_NUM_THREADS) unless several
+  /// unbound ranks share the node.
   explicit local_kernels(compute_provider p = compute_provider::automatic, int threads = 0);
   ~local_kernels();
   /// Moves the kernels.
@@ -71,7 +95,7 @@ public:
 
   /// The provider in use (never `automatic`).
   [[nodiscard]] compute_provider provider() const noexcept;
-  /// Threads per call (0: OpenMP default).
+  /// Threads per call as constructed (0: `default_threads()`).
   [[nodiscard]] int threads() const noexcept;
 
   /// As `conv_forward_box`.
@@ -133,7 +157,8 @@ public:
 
 private:
   std::unique_ptr<detail::compute_kernels<T>> impl_;
-  int threads_ = 0;
+  int threads_ = 0;     // as constructed
+  int run_threads_ = 0; // what each call sets (0: leave OpenMP's count alone)
 };
 
 } // namespace halox::ops
