@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <cstdlib>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace halox::ops {
 namespace {
 
@@ -28,6 +32,16 @@ int local_ranks() {
   return 1;
 }
 
+// OpenMP's thread count for the next parallel region: the CPUs of the affinity mask unless the
+// program chose another with omp_set_num_threads (OMP_NUM_THREADS is checked before).
+int openmp_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return usable_cpus();
+#endif
+}
+
 std::string cpus_text(int n) { return std::to_string(n) + (n == 1 ? " CPU" : " CPUs"); }
 
 } // namespace
@@ -47,6 +61,8 @@ thread_default default_threads() {
     d.reason = "bound to " + cpus_text(cpus);
   } else if (ranks <= 1) {
     d.reason = "the only rank on this node";
+  } else if (int const set = openmp_threads(); set != cpus) { // omp_set_num_threads was called
+    d.reason = "the program set " + std::to_string(set) + " OpenMP threads";
   } else {
     d.threads = std::max(1, cpus / ranks);
     d.reason = cpus_text(cpus) + " shared by " + std::to_string(ranks) + " ranks on this node";

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -111,6 +115,21 @@ TEST(OpsThreads, AloneOrBoundKeepsOpenMPsDefault) {
   EXPECT_EQ(d.cpus, 1);
   EXPECT_EQ(d.reason, "bound to 1 CPU");
 }
+
+#ifdef _OPENMP
+// A count the program set with omp_set_num_threads is its choice, as OMP_NUM_THREADS would be.
+TEST(OpsThreads, AProgramsOwnOpenMPCountIsKept) {
+  if (!whole_node()) GTEST_SKIP() << "this process is bound to part of the node";
+  scoped_env e(vars{{"MPI_LOCALNRANKS", "2"}});
+  int const before = omp_get_max_threads(), cpus = affinity_cpus();
+  omp_set_num_threads(cpus + 1);
+  auto const d = ops::default_threads();
+  omp_set_num_threads(before);
+  EXPECT_EQ(d.threads, 0);
+  EXPECT_EQ(d.reason, "the program set " + std::to_string(cpus + 1) + " OpenMP threads");
+  if (before == cpus) EXPECT_EQ(ops::default_threads().threads, std::max(1, cpus / 2));
+}
+#endif
 
 // A kernel object reports the count it was given; the default applies inside its calls.
 TEST(OpsThreads, LocalKernelsKeepTheRequestedCount) {

@@ -54,7 +54,7 @@ struct thread_default {
   /// CPUs this process may run on (its affinity mask; 0 when unknown): OpenMP's default count.
   int cpus = 0;
   /// Why, in words: "2 CPUs shared by 2 ranks on this node", "OMP_NUM_THREADS=4", "bound to 1
-  /// CPU", "the only rank on this node".
+  /// CPU", "the only rank on this node", "the program set 3 OpenMP threads".
   std::string reason;
 };
 
@@ -64,8 +64,9 @@ struct thread_default {
 /// CPUs, so ranks x threads would oversubscribe the cores and OpenMP's spin-waiting threads make
 /// every call many times slower. In that case (several ranks on the node, from the launcher's
 /// `MPI_LOCALNRANKS`, `OMPI_COMM_WORLD_LOCAL_SIZE` or `SLURM_NTASKS_PER_NODE`, no
-/// `OMP_NUM_THREADS`, an affinity mask of the whole node) it is the CPUs divided among those
-/// ranks, at least 1. Needs no MPI (callable before `MPI_Init`).
+/// `OMP_NUM_THREADS` and no `omp_set_num_threads` in effect, an affinity mask of the whole
+/// node) it is the CPUs divided among those ranks, at least 1. Needs no MPI (callable before
+/// `MPI_Init`).
 [[nodiscard]] thread_default default_threads();
 
 namespace detail {
