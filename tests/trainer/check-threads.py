@@ -29,7 +29,7 @@ def main():
     if header is None:
         fail("no header line")
     m = re.search(r"OMP_NUM_THREADS=(\d+)", header) or re.search(
-        r"OMP_NUM_THREADS=unset \(OpenMP's default: one thread per CPU this rank may use, (\d+)\)",
+        r"OMP_NUM_THREADS=unset \(OpenMP's default: one thread per CPU this rank may use, (\d+)[;)]",
         header)
     if not m:
         fail("the header names no thread count: " + header)
