@@ -214,6 +214,21 @@ std::vector<compute_provider> host_providers() {
   return r;
 }
 
+// Calls f(provider, problem, trial) for `n2` drawn 2-D and `n3` drawn 3-D convolution problems
+// per provider (trial: the draw's index, which seeds its data).
+template <class F> void for_each_drawn_conv(std::vector<compute_provider> const& provs,
+                                            std::uint64_t seed, int n2, int n3, F&& f) {
+  std::mt19937_64 g(seed);
+  for (auto prov : provs)
+    for (int nsp : {2, 3})
+      for (int trial = 0, done = 0; done < (nsp == 2 ? n2 : n3) && trial < 200; ++trial) {
+        conv_case c;
+        if (!draw_conv(g, nsp, c)) continue;
+        ++done;
+        f(prov, c, trial);
+      }
+}
+
 // Tolerance of float providers against the float reference (both accumulate in float, in
 // different orders): see docs/providers.md.
 constexpr double float_tol = 2e-5;
@@ -223,19 +238,13 @@ constexpr double float_tol = 2e-5;
 TEST(OpsProviders, ConvMatchesReferenceOnStridedBoxes) {
   auto const provs = host_providers();
   if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
-  std::mt19937_64 g(11);
   double worst = 0;
-  for (auto prov : provs)
-    for (int nsp : {2, 3})
-      for (int trial = 0, done = 0; done < (nsp == 2 ? 14 : 8) && trial < 200; ++trial) {
-        conv_case c;
-        if (!draw_conv(g, nsp, c)) continue;
-        ++done;
-        double const e = conv_vs_reference<float>(prov, c, 100 + trial);
-        worst = std::max(worst, e);
-        EXPECT_LE(e, float_tol) << ops::to_string(prov) << " conv x " << fmt(c.xs) << " w "
-                                << fmt(c.ws) << " trial " << trial;
-      }
+  for_each_drawn_conv(provs, 11, 14, 8, [&](compute_provider prov, conv_case const& c, int trial) {
+    double const e = conv_vs_reference<float>(prov, c, 100 + trial);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, float_tol) << ops::to_string(prov) << " conv x " << fmt(c.xs) << " w " << fmt(c.ws)
+                            << " trial " << trial;
+  });
   RecordProperty("largest_relative_error", std::to_string(worst));
   std::printf("largest relative error against the reference: %.3g\n", worst);
 }
@@ -246,17 +255,11 @@ TEST(OpsProviders, ConvMatchesReferenceOnStridedBoxes) {
 TEST(OpsProviders, ConvReadsZeroPaddingFromMemoryWhenPromised) {
   auto const provs = host_providers();
   if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
-  std::mt19937_64 g(12);
-  for (auto prov : provs)
-    for (int nsp : {2, 3})
-      for (int trial = 0, done = 0; done < (nsp == 2 ? 10 : 6) && trial < 200; ++trial) {
-        conv_case c;
-        if (!draw_conv(g, nsp, c)) continue;
-        ++done;
-        EXPECT_LE(conv_vs_reference<float>(prov, c, 300 + trial, true), float_tol)
-            << ops::to_string(prov) << " conv x " << fmt(c.xs) << " w " << fmt(c.ws) << " trial "
-            << trial;
-      }
+  for_each_drawn_conv(provs, 12, 10, 6, [&](compute_provider prov, conv_case const& c, int trial) {
+    EXPECT_LE(conv_vs_reference<float>(prov, c, 300 + trial, true), float_tol)
+        << ops::to_string(prov) << " conv x " << fmt(c.xs) << " w " << fmt(c.ws) << " trial "
+        << trial;
+  });
 }
 
 // A haloed block with a zero frame that the padding covers exactly is read as one dense array
