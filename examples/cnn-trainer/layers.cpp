@@ -266,13 +266,12 @@ private:
 };
 
 // LRN across channels. The strategies never split the channels, so the operator exchanges
-// nothing and the layer keeps its input's layout. Deterministic runs use halox's own kernels:
-// oneDNN picks its LRN implementation by block shape, so ranks with blocks of other sizes would
-// round differently from one rank.
+// nothing and the layer keeps its input's layout. Each provider computes every element the same
+// way whatever the block's shape, so deterministic runs need no provider of their own here.
 template <class T> class lrn_layer final : public layer<T> {
 public:
   lrn_layer(layer_spec const& s, tensor_desc const& x, build_options const& bo)
-      : op_(x, {s.lrn_size, s.lrn_alpha, s.lrn_beta, s.lrn_k}, options(bo)) {}
+      : op_(x, {s.lrn_size, s.lrn_alpha, s.lrn_beta, s.lrn_k}, op_options(bo)) {}
   tensor_desc const& in_desc() const override { return op_.input_desc(); }
   tensor_desc const& out_desc() const override { return op_.output_desc(); }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
@@ -287,11 +286,6 @@ public:
   }
 
 private:
-  static ops::dist_options options(build_options const& bo) {
-    ops::dist_options o = op_options(bo);
-    if (bo.deterministic) o.provider = ops::compute_provider::reference;
-    return o;
-  }
   ops::dist_lrn<T> op_;
 };
 

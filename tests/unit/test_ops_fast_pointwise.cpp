@@ -1,7 +1,8 @@
-// The vectorised host kernels (src/ops/fast_pointwise.hpp) against the reference loops, on
-// views with halos, odd strides and every rank from [N, C] to [N, C, D, H, W], and the run walk
-// they are built on against a cell-by-cell oracle.
+// The vectorised host kernels (src/ops/fast_pointwise.hpp, src/ops/fast_lrn.hpp) against the
+// reference loops, on views with halos, odd strides and every rank from [N, C] to
+// [N, C, D, H, W], and the run walk they are built on against a cell-by-cell oracle.
 #include "ops/elementwise.hpp"
+#include "ops/fast_lrn.hpp"
 #include "ops/fast_pointwise.hpp"
 
 #include "test_ops_util.hpp"
@@ -186,6 +187,66 @@ template <class T> void check_against_reference() {
 
 TEST(OpsFastPointwise, FloatMatchesTheReferenceKernels) { check_against_reference<float>(); }
 TEST(OpsFastPointwise, DoubleMatchesTheReferenceKernels) { check_against_reference<double>(); }
+
+// LRN: every window size around the chunk edges, the beta values with their own code path and
+// a general one, runs longer than a chunk and channel counts that shrink it. Both buffers of
+// each output start as the same copy, so the comparison of whole buffers also checks that the
+// halos stay untouched.
+template <class T> void check_lrn_against_reference(double tol) {
+  std::mt19937_64 gen(9);
+  std::uint64_t seed = 300;
+  auto all = shapes();
+  for (std::vector<index_t> s :
+       {std::vector<index_t>{2, 3, 300}, {1, 100, 9, 9}, {3, 16, 14, 14}, {1, 7, 2, 3, 40}})
+    all.push_back(s);
+  std::vector<ops::lrn_params> const params{{5, 2.0, 0.75, 2.0}, {1, 0.5, 0.5, 1.0},
+                                            {2, 1.5, 1.0, 1.0},  {3, 3.0, 0.6, 1.5},
+                                            {4, 1.0, 0.75, 1.0}, {7, 2.0, -0.25, 2.0}};
+  int layout = 0;
+  for (auto const& shape : all)
+    for (auto const& p : params) {
+      layout = (layout + 1) % 3;
+      bool const dense = layout == 0;
+      padded<T> x(shape, gen, dense), dy(shape, gen, dense);
+      x.fill(seed++);
+      dy.fill(seed++);
+      padded<T> y1(shape, gen, layout == 1), y2 = y1;
+      ops::lrn_forward<T>(x.ref, y1.ref, p);
+      det::fast_lrn_forward<T>(x.ref, y2.ref, p);
+      padded<T> dx1(shape, gen, layout == 2), dx2 = dx1;
+      ops::lrn_backward<T>(x.ref, dy.ref, dx1.ref, p);
+      det::fast_lrn_backward<T>(x.ref, dy.ref, dx2.ref, p);
+      for (std::size_t i = 0; i < y1.buf.size(); ++i)
+        ASSERT_NEAR(y2.buf[i], y1.buf[i], tol * std::max<T>(1, std::abs(y1.buf[i])))
+            << "y at buffer element " << i << ", size " << p.size << ", beta " << p.beta;
+      for (std::size_t i = 0; i < dx1.buf.size(); ++i)
+        ASSERT_NEAR(dx2.buf[i], dx1.buf[i], tol * std::max<T>(1, std::abs(dx1.buf[i])))
+            << "dx at buffer element " << i << ", size " << p.size << ", beta " << p.beta;
+    }
+}
+
+TEST(OpsFastLrn, FloatMatchesTheReferenceKernels) { check_lrn_against_reference<float>(2e-6); }
+TEST(OpsFastLrn, DoubleMatchesTheReferenceKernels) { check_lrn_against_reference<double>(1e-13); }
+
+TEST(OpsFastLrn, BadArgumentsAreClearErrors) {
+  std::vector<float> x(24), y(24);
+  std::vector<index_t> const shape{2, 3, 4};
+  try {
+    det::fast_lrn_forward<float>({x.data(), shape}, {y.data(), {2, 4, 3}}, {});
+    ADD_FAILURE() << "no error for mismatched shapes";
+  } catch (halox::error const& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 4, 3]"), std::string::npos) << e.what();
+  }
+  try {
+    det::fast_lrn_backward<float>({x.data(), shape}, {y.data(), shape}, {y.data(), shape},
+                                  {0, 1e-4, 0.75, 2.0});
+    ADD_FAILURE() << "no error for size 0";
+  } catch (halox::error const& e) {
+    EXPECT_NE(std::string(e.what()).find("size = 0"), std::string::npos) << e.what();
+  }
+  std::string const isa = det::fast_lrn_isa();
+  EXPECT_TRUE(isa == "avx512f" || isa == "avx2" || isa == "baseline") << isa;
+}
 
 TEST(OpsFastPointwise, NanAndSignedZeroFollowTheReference) {
   std::vector<float> x{-0.0f, 0.0f, std::nanf(""), -1.0f, 2.0f, -std::nanf("")};

@@ -1,14 +1,14 @@
 // The oneDNN provider (float, host memory): convolutions through oneDNN primitives on boxes of
 // the caller's buffers (see onednn_conv.hpp), pooling through oneDNN pooling primitives (see
-// onednn_pool.cpp), LRN through oneDNN LRN primitives (see onednn_lrn.hpp); ReLU and the
-// batch-norm passes through halox's vectorised host loops (fast_pointwise.hpp); the bias
-// gradient through the reference loop.
+// onednn_pool.cpp); ReLU, the batch-norm passes and LRN through halox's vectorised host loops
+// (fast_pointwise.hpp, fast_lrn.hpp: they beat oneDNN's LRN primitives on every measured shape,
+// see docs/providers.md); the bias gradient through the reference loop.
 #include "ops/compute_provider.hpp"
 #include "ops/conv_common.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/fast_lrn.hpp"
 #include "ops/fast_pointwise.hpp"
 #include "ops/onednn/onednn_conv.hpp"
-#include "ops/onednn/onednn_lrn.hpp"
 #include "ops/onednn/onednn_pool.hpp"
 
 #include <halox/ops/conv.hpp>
@@ -220,14 +220,18 @@ public:
     fast_bn_backward_apply<float>(x, dy, m, gamma, total, training, dx);
   }
   void lrn_forward(const_tensor_ref<float> x, tensor_ref<float> y, lrn_params const& p) override {
-    if (!lrn_.forward(x, y, p)) ref_->lrn_forward(x, y, p);
+    fast_lrn_forward<float>(x, y, p);
+    lrn_used_ = true;
   }
   void lrn_backward(const_tensor_ref<float> x, const_tensor_ref<float> dy, tensor_ref<float> dx,
                     lrn_params const& p) override {
-    if (!lrn_.backward(x, dy, dx, p)) ref_->lrn_backward(x, dy, dx, p);
+    fast_lrn_backward<float>(x, dy, dx, p);
+    lrn_used_ = true;
   }
   std::string describe() const override {
-    return conv_.describe() + pool_.describe() + lrn_.describe();
+    return conv_.describe() + pool_.describe() +
+           (lrn_used_ ? std::string("lrn: halox vectorised kernels (") + fast_lrn_isa() + ")\n"
+                      : std::string());
   }
 
 private:
@@ -295,7 +299,7 @@ private:
   std::unique_ptr<compute_kernels<float>> ref_;
   onednn::conv_engine conv_;
   onednn::pool_engine pool_;
-  onednn::lrn_engine lrn_;
+  bool lrn_used_ = false;
   std::vector<float> dw_;
   dims dense_;
   conv_job job_; // reused by every call, so a known problem allocates nothing
