@@ -101,9 +101,8 @@ template <class T> std::size_t dist_conv<T>::bytes_sent() const noexcept {
   return impl_->layer.halo->bytes_sent() + impl_->layer.gather->bytes_sent();
 }
 template <class T> std::string dist_conv<T>::describe() const {
-  return impl_->layer.describe() + "  compute provider " + to_string(impl_->k.provider()) +
-         (impl_->k.threads() > 0 ? ", " + std::to_string(impl_->k.threads()) + " threads" : "") +
-         "\n" + impl_->k.describe();
+  return impl_->layer.describe() + "  compute provider " + to_string(impl_->k.provider()) + ", " +
+         impl_->k.threads_description() + "\n" + impl_->k.describe();
 }
 
 namespace {

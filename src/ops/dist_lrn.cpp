@@ -204,7 +204,7 @@ template <class T> std::string dist_lrn<T>::describe() const {
          << I.bwd_tune.describe() << "\n";
   } else {
     os << "  channels not split: no communication; compute provider " << to_string(I.k.provider())
-       << "\n"
+       << ", " << I.k.threads_description() << "\n"
        << I.k.describe();
   }
   return os.str();

@@ -59,8 +59,8 @@ template <class T> std::size_t dist_pool<T>::bytes_sent() const noexcept {
   return impl_->layer.halo->bytes_sent() + impl_->layer.gather->bytes_sent();
 }
 template <class T> std::string dist_pool<T>::describe() const {
-  return impl_->layer.describe() + "  compute provider " + to_string(impl_->k.provider()) + "\n" +
-         impl_->k.describe();
+  return impl_->layer.describe() + "  compute provider " + to_string(impl_->k.provider()) + ", " +
+         impl_->k.threads_description() + "\n" + impl_->k.describe();
 }
 
 template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view const& y) {

@@ -136,7 +136,14 @@ template <class T> local_kernels<T>::local_kernels(compute_provider p, int threa
   HALOX_REQUIRE(threads >= 0, errc::invalid_argument,
                 "local_kernels: threads = " + std::to_string(threads) +
                     " is negative; pass 0 (default_threads()) or a positive count");
-  run_threads_ = threads > 0 ? threads : default_threads().threads;
+  if (threads > 0) {
+    run_threads_ = threads;
+    threads_why_ = "chosen by the caller";
+  } else {
+    thread_default const d = default_threads();
+    run_threads_ = d.threads;
+    threads_why_ = (d.threads > 0 ? "default: " : "") + d.reason;
+  }
 }
 template <class T> local_kernels<T>::~local_kernels() = default;
 template <class T> local_kernels<T>::local_kernels(local_kernels&&) noexcept = default;
@@ -256,6 +263,11 @@ template <class T> void local_kernels<T>::lrn_backward(const_tensor_ref<T> x,
   impl_->lrn_backward(std::move(x), std::move(dy), std::move(dx), p);
 }
 template <class T> std::string local_kernels<T>::describe() const { return impl_->describe(); }
+template <class T> std::string local_kernels<T>::threads_description() const {
+  if (run_threads_ == 0) return "OpenMP's default threads (" + threads_why_ + ")";
+  return std::to_string(run_threads_) + (run_threads_ == 1 ? " thread (" : " threads (") +
+         threads_why_ + ")";
+}
 
 template class local_kernels<float>;
 template class local_kernels<double>;

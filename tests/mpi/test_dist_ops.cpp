@@ -176,7 +176,10 @@ template <class T> void check_conv(window_case const& c) {
   expect_close(db, db_ref, sum_tol<T>(), "db");
   EXPECT_GE(layer.timings().total, layer.timings().compute) << nsp;
   std::string const d = layer.describe();
-  EXPECT_NE(d.find("compute provider " + ops::to_string(c.provider)), std::string::npos) << d;
+  EXPECT_NE(d.find("compute provider " + ops::to_string(c.provider) + ", "), std::string::npos)
+      << d;
+  EXPECT_NE(d.find(ops::local_kernels<T>(c.provider).threads_description()), std::string::npos)
+      << d;
 }
 
 // Distributed pooling = serial, forward and backward, bitwise.

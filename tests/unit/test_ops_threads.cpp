@@ -137,3 +137,23 @@ TEST(OpsThreads, LocalKernelsKeepTheRequestedCount) {
   EXPECT_EQ(ops::local_kernels<double>(ops::compute_provider::reference, 0).threads(), 0);
   EXPECT_EQ(ops::local_kernels<double>(ops::compute_provider::reference, 3).threads(), 3);
 }
+
+// describe() of the distributed operators says how many threads their kernels run and why.
+TEST(OpsThreads, KernelsDescribeTheirThreads) {
+  EXPECT_EQ(ops::local_kernels<double>(ops::compute_provider::reference, 3).threads_description(),
+            "3 threads (chosen by the caller)");
+  EXPECT_EQ(ops::local_kernels<double>(ops::compute_provider::reference, 1).threads_description(),
+            "1 thread (chosen by the caller)");
+  {
+    scoped_env e(vars{{"OMP_NUM_THREADS", "2"}});
+    EXPECT_EQ(ops::local_kernels<double>(ops::compute_provider::reference).threads_description(),
+              "OpenMP's default threads (OMP_NUM_THREADS=2)");
+  }
+  if (!whole_node()) GTEST_SKIP() << "this process is bound to part of the node";
+  scoped_env e(vars{{"MPI_LOCALNRANKS", "2"}});
+  auto const d = ops::default_threads();
+  if (d.threads == 0) GTEST_SKIP() << d.reason; // e.g. the program set a thread count
+  EXPECT_EQ(ops::local_kernels<double>(ops::compute_provider::reference).threads_description(),
+            std::to_string(d.threads) + (d.threads == 1 ? " thread" : " threads") +
+                " (default: " + d.reason + ")");
+}

@@ -98,6 +98,10 @@ public:
   [[nodiscard]] compute_provider provider() const noexcept;
   /// Threads per call as constructed (0: `default_threads()`).
   [[nodiscard]] int threads() const noexcept;
+  /// The threads each call runs with, and why: "4 threads (chosen by the caller)", "1 thread
+  /// (default: 2 CPUs shared by 2 ranks on this node)", "OpenMP's default threads (bound to 2
+  /// CPUs)". The distributed operators' `describe()` includes it.
+  [[nodiscard]] std::string threads_description() const;
 
   /// As `conv_forward_box`.
   void conv_forward_box(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
@@ -160,6 +164,7 @@ private:
   std::unique_ptr<detail::compute_kernels<T>> impl_;
   int threads_ = 0;     // as constructed
   int run_threads_ = 0; // what each call sets (0: leave OpenMP's count alone)
+  std::string threads_why_;
 };
 
 } // namespace halox::ops
