@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 // The chunk kernels are square-root and division bound, so the vector width counts: on x86-64
 // they are compiled for AVX-512 and AVX2 besides the baseline (SSE2), and the loader picks the
@@ -40,20 +41,18 @@ power power_of(double beta) {
   return power::general;
 }
 
-template <class T, power P> inline T neg_pow(T s, T beta) {
-  if constexpr (P == power::three_quarters) {
-    T const u = T(1) / std::sqrt(s);
-    return u * std::sqrt(u);
-  } else if constexpr (P == power::half) {
-    return T(1) / std::sqrt(s);
-  } else if constexpr (P == power::one) {
-    return T(1) / s;
-  } else {
-    return std::pow(s, -beta);
+// Calls f(std::integral_constant<power, P>) with the P of `beta`.
+template <class F> void with_power(double beta, F&& f) {
+  switch (power_of(beta)) {
+  case power::three_quarters: return f(std::integral_constant<power, power::three_quarters>{});
+  case power::half: return f(std::integral_constant<power, power::half>{});
+  case power::one: return f(std::integral_constant<power, power::one>{});
+  case power::general: return f(std::integral_constant<power, power::general>{});
   }
 }
 
-// s^-beta and s^(-beta-1) together, with one division.
+// s^-beta and s^(-beta-1) together, with one division (forward uses the first only; the
+// compiler drops the second there).
 template <class T, power P> inline void neg_pows(T s, T beta, T& pw, T& pw1) {
   if constexpr (P == power::three_quarters) {
     T const u = T(1) / std::sqrt(s);
@@ -125,7 +124,11 @@ HALOX_LRN_TARGETS void forward_chunk(T const* x, index_t sx, T* y, index_t sy, i
     T const* xc = x + c * sx;
     T* yc = y + c * sy;
 #pragma omp simd
-    for (index_t i = 0; i < m; ++i) yc[i] = xc[i] * neg_pow<T, P>(q.k + q.a * acc[i], q.beta);
+    for (index_t i = 0; i < m; ++i) {
+      T pw, pw1;
+      neg_pows<T, P>(q.k + q.a * acc[i], q.beta, pw, pw1);
+      yc[i] = xc[i] * pw;
+    }
   }
 }
 
@@ -229,12 +232,7 @@ void fast_lrn_forward(const_tensor_ref<T> x, tensor_ref<T> y, lrn_params const& 
   require_same(op, "y", y.shape, "x", x.shape);
   if (x.size() == 0) return;
   consts<T> const q(p);
-  switch (power_of(p.beta)) {
-  case power::three_quarters: return forward_all<T, power::three_quarters>(x, y, gx, gy, q);
-  case power::half: return forward_all<T, power::half>(x, y, gx, gy, q);
-  case power::one: return forward_all<T, power::one>(x, y, gx, gy, q);
-  case power::general: return forward_all<T, power::general>(x, y, gx, gy, q);
-  }
+  with_power(p.beta, [&](auto P) { forward_all<T, decltype(P)::value>(x, y, gx, gy, q); });
 }
 
 template <class T> void fast_lrn_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy,
@@ -248,13 +246,8 @@ template <class T> void fast_lrn_backward(const_tensor_ref<T> x, const_tensor_re
   require_same(op, "dx", dx.shape, "x", x.shape);
   if (x.size() == 0) return;
   consts<T> const q(p);
-  switch (power_of(p.beta)) {
-  case power::three_quarters:
-    return backward_all<T, power::three_quarters>(x, dy, dx, gx, gd, go, q);
-  case power::half: return backward_all<T, power::half>(x, dy, dx, gx, gd, go, q);
-  case power::one: return backward_all<T, power::one>(x, dy, dx, gx, gd, go, q);
-  case power::general: return backward_all<T, power::general>(x, dy, dx, gx, gd, go, q);
-  }
+  with_power(p.beta,
+             [&](auto P) { backward_all<T, decltype(P)::value>(x, dy, dx, gx, gd, go, q); });
 }
 
 #define HALOX_INSTANTIATE(T)                                                                       \
