@@ -109,12 +109,12 @@ public:
         op_.backward(x, dy, cref(w), dx, std::move(dw), b);
     };
     if (!c.exact_grads) {
-      // The operator leaves the gradient all-reduce in flight (defer_gradient_reduce): it
-      // overlaps with the backward of the layers before this one, and the step completes it
-      // with the other gradient reductions, before the optimizer.
+      // The operator leaves dw and db as this rank's partial sums (reduce_gradients = false);
+      // the step sums them with the other layers' in one all-reduce (the gradient bucket).
       run(ops::tensor_ref<T>(w.grad.data(), w.shape), db);
       c.times->add(op_.timings());
-      c.finish->push_back([this] { op_.finish_gradients(); });
+      c.bucket->push_back({w.grad.data(), w.grad.size()});
+      if (db) c.bucket->push_back({db, ps_.params[lp_.bias].grad.size()});
       return;
     }
     run(ops::tensor_ref<T>{}, nullptr); // dx only
@@ -143,7 +143,7 @@ public:
 private:
   static ops::dist_options options(build_options const& bo) {
     ops::dist_options o = op_options(bo);
-    o.defer_gradient_reduce = true;
+    o.reduce_gradients = false; // summed by the step: the bucket, or exact sums in double
     return o;
   }
   static ops::conv_params params(layer_spec const& s) {
@@ -420,9 +420,9 @@ private:
 };
 
 // Fully connected, sample-parallel: each rank multiplies its own samples by the replicated
-// weights. The weight and bias gradients are partial sums over the rank's samples; their
-// all-reduce is posted (MPI_Iallreduce) as soon as they are computed, so it runs while the
-// earlier layers' backward computes, and is completed before the optimizer step.
+// weights. The weight and bias gradients are partial sums over the rank's samples (in
+// double), summed over the ranks in the step's gradient bucket or, with exact_grads, by an
+// all-reduce in double posted at once (MPI_Iallreduce) and completed before the optimizer.
 template <class T> class fc_layer final : public layer<T> {
 public:
   fc_layer(tensor_desc const& x, param_store<T>& ps, layer_params const& lp)
@@ -474,9 +474,16 @@ public:
         for (index_t f = 0; f < F; ++f) gw[f] += g * xr[f];
         if (nb) sums_[w.value.size() + static_cast<std::size_t>(o)] += g;
       }
-    c.times->compute += now() - t0;
     target_ = {&sums_, &w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr};
-    post_sums(target_, c);
+    if (c.exact_grads) {
+      c.times->compute += now() - t0;
+      post_sums(target_, c);
+    } else {
+      target_.round(); // this rank's partial sums, summed over the ranks in the bucket
+      c.bucket->push_back({w.grad.data(), w.grad.size()});
+      if (nb) c.bucket->push_back({ps_.params[lp_.bias].grad.data(), nb});
+      c.times->compute += now() - t0;
+    }
     double const t1 = now();
     if (dx.data) {
       T* DX = static_cast<T*>(dx.data);

@@ -51,6 +51,13 @@ struct layer_clock {
   long steps = 0;  ///< steps summed
 };
 
+/// A parameter gradient (`count` elements of the network's type at `data`) that holds this
+/// rank's partial sum after backward; the step sums it over the ranks.
+struct grad_part {
+  void* data = nullptr;
+  std::size_t count = 0;
+};
+
 /// What a forward or backward call needs beyond its buffers.
 struct step_context {
   bool training = true;                        ///< batch statistics and dropout (true) or inference
@@ -64,6 +71,10 @@ struct step_context {
   /// Convolution weight gradients summed in double across ranks and rounded once (instead of
   /// the operator's all-reduce in T), so float32 runs follow the 1-rank trajectory closely.
   bool exact_grads = false;
+  /// Without exact_grads: the gradient bucket. Layers leave their weight and bias gradients as
+  /// partial sums and list them here, in backward order (the same on every rank); the step
+  /// sums them all in one all-reduce in T after backward, instead of one per layer.
+  std::vector<grad_part>* bucket = nullptr;
   /// Where the network adds each layer's time (--profile); null: not measured.
   layer_clock* clock = nullptr;
 };

@@ -8,6 +8,7 @@
 
 #include <halox/error.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +35,28 @@ std::string family(std::string const& name) {
 }
 
 template <class T> MPI_Datatype mpi_type() { return sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE; }
+
+// The gradient bucket's members copied one after another into `buf`; returns how many values.
+template <class T> std::size_t pack(std::vector<grad_part> const& parts, std::vector<T>& buf) {
+  std::size_t n = 0;
+  for (grad_part const& g : parts) {
+    HALOX_REQUIRE(n + g.count <= buf.size(), halox::errc::internal,
+                  "halox-train: the gradient bucket holds " + std::to_string(buf.size()) +
+                      " values but the layers listed more");
+    std::copy_n(static_cast<T const*>(g.data), g.count, buf.data() + n);
+    n += g.count;
+  }
+  return n;
+}
+
+// The summed values back into the members.
+template <class T> void unpack(std::vector<T> const& buf, std::vector<grad_part> const& parts) {
+  std::size_t n = 0;
+  for (grad_part const& g : parts) {
+    std::copy_n(buf.data() + n, g.count, static_cast<T*>(g.data));
+    n += g.count;
+  }
+}
 
 // Networks are built per batch size (the last mini-batch and the test batches may be
 // smaller); building is collective, and every rank meets the same sizes in the same order.
@@ -140,6 +163,9 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     // Reused from step to step (cleared, not reallocated).
     std::vector<MPI_Request> pending;
     std::vector<std::function<void()>> finish;
+    std::vector<grad_part> parts; // the gradient bucket's members, this step
+    std::vector<T> bucket(
+        static_cast<std::size_t>(trainable)); // their values, packed for one all-reduce
     epoch_stats ep;
     // --profile: the steps after the first few (kernel generation, first touches, measured
     // overlap) are timed layer by layer.
@@ -164,20 +190,31 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       phase_times t;
       pending.clear();
       finish.clear();
+      parts.clear();
       step_context c{true,    o.seed,         static_cast<std::uint64_t>(s),
                      &t,      grad_comm,      &pending,
                      &finish, o.deterministic};
+      if (!o.deterministic) c.bucket = &parts;
       if (o.profile && s >= profile_from) c.clock = &clock;
       double const t0 = now();
       loss_sums l =
           run_batch(nets.get(static_cast<index_t>(ids.size())), *data, split::train, ids, c);
       double const tw = now();
-      // The loss and hit counts travel beside the last gradient all-reductions rather than in
-      // a blocking all-reduce of their own after them: one wait ends the step's communication.
+      // The layers' partial gradients in one all-reduce: on small networks one call on the
+      // whole bucket costs less than a call per layer overlapped with backward.
+      std::size_t const packed = pack(parts, bucket);
+      if (packed) {
+        pending.emplace_back();
+        MPI_Iallreduce(MPI_IN_PLACE, bucket.data(), static_cast<int>(packed), mpi_type<T>(),
+                       MPI_SUM, grad_comm, &pending.back());
+      }
+      // The loss and hit counts travel beside the gradient all-reductions rather than in a
+      // blocking all-reduce of their own after them: one wait ends the step's communication.
       double v[2] = {l.loss, l.correct};
       pending.emplace_back();
       MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, world, &pending.back());
       MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
+      unpack(bucket, parts);
       for (auto& f : finish) f();
       t.allreduce += now() - tw;
       double const to = now();

@@ -34,6 +34,10 @@ template <class T> struct dist_conv<T>::impl {
     double const waited = MPI_Wtime() - c;
     t.reduce += waited;
     t.total += waited;
+    store_grads();
+  }
+  // Writes `grads` (the sums, or this rank's partial sums when not reduced) to dw and db.
+  void store_grads() {
     index_t const nw = element_count(w_shape), nb = w_shape[0];
     if (dw_out.data) detail::copy_into<T>(mem, grads.data(), dw_out);
     if (db_out) detail::copy_into<T>(mem, grads.data() + nw, tensor_ref<T>(db_out, {nb}));
@@ -217,6 +221,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     if (!I.mem.host()) I.mem.to_host(I.grads.data(), part, ng * sizeof(T));
     double const s = MPI_Wtime();
     t.compute += s - c;
+    if (!L.opt.reduce_gradients) return; // the caller sums the partials over the ranks
     HALOX_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, I.grads.data(), static_cast<int>(nw + nb),
                                    detail::mpi_type<T>(), MPI_SUM, I.reduce.get(), &req));
     t.reduce += MPI_Wtime() - s;
@@ -227,7 +232,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
 
   // The interior pieces also progress the weight-gradient all-reduce posted before them.
   int const polls =
-      L.bwd_polls > 1 || ((want_dw || want_db) && I.reduce.size() > 1 &&
+      L.bwd_polls > 1 || ((want_dw || want_db) && L.opt.reduce_gradients && I.reduce.size() > 1 &&
                           static_cast<std::size_t>(nw + nb) * sizeof(T) >= L.opt.progress_min_bytes)
           ? L.opt.progress_polls
           : 1;
@@ -259,7 +264,10 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     I.grad_req = req;
     I.dw_out = want_dw ? std::move(dw) : tensor_ref<T>{};
     I.db_out = want_db ? db : nullptr;
-    if (!L.opt.defer_gradient_reduce) I.finish_reduce();
+    if (!L.opt.reduce_gradients)
+      I.store_grads();
+    else if (!L.opt.defer_gradient_reduce)
+      I.finish_reduce();
   }
   L.bwd_tune.record(t.total, [&](double(&v)[2]) { detail::sum_over(L.tune_comm.get(), v); });
 }

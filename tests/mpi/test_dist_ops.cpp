@@ -789,6 +789,49 @@ TEST(DistOps, DeferredGradientReduceMatchesWaiting) {
   defers.finish_gradients(); // nothing pending: returns at once
 }
 
+// reduce_gradients = false: backward leaves dw and db as this rank's partial sums, nothing in
+// flight (also with defer_gradient_reduce); their sum over the ranks is the reduced gradient.
+TEST(DistOps, UnreducedGradientsArePartialSums) {
+  int const p = world_size();
+  process_grid grid(MPI_COMM_WORLD, {1, 1, p, 1});
+  tensor_desc const xd(grid, {2, 3, 3 * p + 1, 5}, halox::dtype::float32);
+  shape_t const ws{4, 3, 3, 3};
+  ops::conv_params const cp{{}, {1}, {1}, {}};
+  auto const x = random_tensor<float>(xd.shape(), 71), w = random_tensor<float>(ws, 72);
+  auto const b = random_tensor<float>({4}, 73);
+  ops::dist_options partial;
+  partial.reduce_gradients = false;
+  partial.defer_gradient_reduce = true; // no effect without the reduction
+  ops::dist_conv<float> reduces(xd, ws, cp), leaves(xd, ws, cp, partial);
+  tensor_desc const& yd = reduces.output_desc();
+  auto xl = scatter(reduces.input_desc(), x);
+  auto dyl = scatter(yd, random_tensor<float>(yd.shape(), 74));
+  auto run = [&](ops::dist_conv<float>& c, std::vector<float>& dx) {
+    std::vector<float> y(static_cast<std::size_t>(yd.local_elements()));
+    std::vector<float> g(w.size() + 4, -1.0f); // dw then db
+    dx.assign(static_cast<std::size_t>(c.input_desc().local_elements()), 0.0f);
+    c.forward(tensor_view(c.input_desc(), xl), {w.data(), ws}, b.data(), tensor_view(yd, y));
+    c.backward(tensor_view(c.input_desc(), xl), tensor_view(yd, dyl), {w.data(), ws},
+               tensor_view(c.input_desc(), dx), {g.data(), ws}, g.data() + w.size());
+    return g;
+  };
+  std::vector<float> dx_want, dx_got;
+  std::vector<float> const want = run(reduces, dx_want), got = run(leaves, dx_got);
+  EXPECT_FALSE(leaves.gradients_pending());
+  EXPECT_EQ(dx_got, dx_want);
+  std::vector<double> sum(got.begin(), got.end());
+  MPI_Allreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  double err = 0, differs = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(sum[i] - want[i]) / (1.0 + std::abs(sum[i])));
+    differs = std::max(differs, static_cast<double>(std::abs(got[i] - want[i])));
+  }
+  EXPECT_LT(err, 1e-5);
+  MPI_Allreduce(MPI_IN_PLACE, &differs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (p > 1) EXPECT_GT(differs, 0.0) << "the partial sums equal the totals: reduced after all";
+}
+
 TEST(DistOps, FusedReluRejectsBuffersOfOtherBlocks) {
   int const p = world_size();
   process_grid grid(MPI_COMM_WORLD, {1, 1, p});

@@ -55,6 +55,13 @@ struct dist_options {
   /// reduction. `dist_conv::finish_gradients()` completes it; dw and db hold their sums only
   /// after that. The same on every rank is not required. Results are bitwise equal either way.
   bool defer_gradient_reduce = false;
+  /// `dist_conv::backward` all-reduces the weight and bias gradients over the grid (true), or
+  /// leaves dw and db holding this rank's partial sums, over the outputs it owns, for the
+  /// caller to sum over the ranks (false): a training loop can then reduce the gradients of
+  /// all its layers in one all-reduce (a gradient bucket) instead of one per layer. On small
+  /// networks the per-call costs of many small all-reductions outweigh what overlapping them
+  /// with backward gains. With false, `defer_gradient_reduce` has no effect.
+  bool reduce_gradients = true;
   /// How halos and output gradients move. `automatic` measures the candidates when the
   /// operator is built (several collective rounds); the default never does.
   backend method = backend::mpi_pack;
