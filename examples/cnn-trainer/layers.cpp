@@ -47,18 +47,13 @@ template <class T> struct sum_target {
   }
 };
 
-// Posts the all-reduce of `t.sums` (partial sums in double) and, once it completes, rounds the
-// totals into the target. The layer keeps `t`, so the finisher captures one pointer and fits in
-// std::function's inline storage: a step allocates nothing here.
+// Lists `t.sums` (partial sums in double) in the step's gradient bucket and, once the step has
+// summed it, rounds the totals into the target. The layer keeps `t`, so the finisher captures
+// one pointer and fits in std::function's inline storage: a step allocates nothing here.
 template <class T> void post_sums(sum_target<T> const& t, step_context const& c) {
-  double const t0 = now();
-  MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Iallreduce(MPI_IN_PLACE, t.sums->data(), static_cast<int>(t.sums->size()), MPI_DOUBLE,
-                 MPI_SUM, c.grad_comm, &r);
-  c.pending->push_back(r);
+  c.bucket->push_back({t.sums->data(), t.sums->size(), true});
   sum_target<T> const* tp = &t;
   c.finish->push_back([tp] { tp->round(); });
-  c.times->allreduce += now() - t0;
 }
 
 // A copy of `v`'s buffer in double, and the block of it that `haloed_block` would give.
@@ -113,8 +108,8 @@ public:
       // the step sums them with the other layers' in one all-reduce (the gradient bucket).
       run(ops::tensor_ref<T>(w.grad.data(), w.shape), db);
       c.times->add(op_.timings());
-      c.bucket->push_back({w.grad.data(), w.grad.size()});
-      if (db) c.bucket->push_back({db, ps_.params[lp_.bias].grad.size()});
+      c.bucket->push_back({w.grad.data(), w.grad.size(), false});
+      if (db) c.bucket->push_back({db, ps_.params[lp_.bias].grad.size(), false});
       return;
     }
     run(ops::tensor_ref<T>{}, nullptr); // dx only
@@ -421,8 +416,8 @@ private:
 
 // Fully connected, sample-parallel: each rank multiplies its own samples by the replicated
 // weights. The weight and bias gradients are partial sums over the rank's samples (in
-// double), summed over the ranks in the step's gradient bucket or, with exact_grads, by an
-// all-reduce in double posted at once (MPI_Iallreduce) and completed before the optimizer.
+// double), rounded to T and summed over the ranks in T in the step's gradient bucket, or with
+// exact_grads summed in double there and rounded once.
 template <class T> class fc_layer final : public layer<T> {
 public:
   fc_layer(tensor_desc const& x, param_store<T>& ps, layer_params const& lp)
@@ -480,8 +475,8 @@ public:
       post_sums(target_, c);
     } else {
       target_.round(); // this rank's partial sums, summed over the ranks in the bucket
-      c.bucket->push_back({w.grad.data(), w.grad.size()});
-      if (nb) c.bucket->push_back({ps_.params[lp_.bias].grad.data(), nb});
+      c.bucket->push_back({w.grad.data(), w.grad.size(), false});
+      if (nb) c.bucket->push_back({ps_.params[lp_.bias].grad.data(), nb, false});
       c.times->compute += now() - t0;
     }
     double const t1 = now();

@@ -52,29 +52,29 @@ struct layer_clock {
 };
 
 /// A parameter gradient (`count` elements of the network's type at `data`) that holds this
-/// rank's partial sum after backward; the step sums it over the ranks.
+/// rank's partial sum after backward; the step sums it over the ranks. `in_double`: `count`
+/// doubles instead (exact_grads' partial sums, which a finisher rounds into the gradients).
 struct grad_part {
   void* data = nullptr;
   std::size_t count = 0;
+  bool in_double = false;
 };
 
 /// What a forward or backward call needs beyond its buffers.
 struct step_context {
-  bool training = true;                        ///< batch statistics and dropout (true) or inference
-  std::uint64_t seed = 0;                      ///< the run's seed (dropout masks)
-  std::uint64_t step = 0;                      ///< global step number (dropout masks)
-  phase_times* times = nullptr;                ///< where the layer adds its time
-  MPI_Comm grad_comm = MPI_COMM_NULL;          ///< communicator of the gradient all-reduces
-  std::vector<MPI_Request>* pending = nullptr; ///< all-reduces posted in backward
-  /// Run after `pending` completes: turn the all-reduced sums into the parameter gradients.
-  std::vector<std::function<void()>>* finish = nullptr;
-  /// Convolution weight gradients summed in double across ranks and rounded once (instead of
-  /// the operator's all-reduce in T), so float32 runs follow the 1-rank trajectory closely.
-  bool exact_grads = false;
-  /// Without exact_grads: the gradient bucket. Layers leave their weight and bias gradients as
-  /// partial sums and list them here, in backward order (the same on every rank); the step
-  /// sums them all in one all-reduce in T after backward, instead of one per layer.
+  bool training = true;         ///< batch statistics and dropout (true) or inference
+  std::uint64_t seed = 0;       ///< the run's seed (dropout masks)
+  std::uint64_t step = 0;       ///< global step number (dropout masks)
+  phase_times* times = nullptr; ///< where the layer adds its time
+  /// The gradient bucket: layers leave their weight and bias gradients as partial sums and
+  /// list them here, in backward order (the same on every rank); after backward the step sums
+  /// them over the ranks in one all-reduce per element type, instead of one per layer.
   std::vector<grad_part>* bucket = nullptr;
+  /// Run once the bucket is summed: turn double sums into the parameter gradients.
+  std::vector<std::function<void()>>* finish = nullptr;
+  /// Convolution and FC weight gradients accumulated in double and summed in double across
+  /// ranks, rounded once, so float32 runs follow the 1-rank trajectory closely.
+  bool exact_grads = false;
   /// Where the network adds each layer's time (--profile); null: not measured.
   layer_clock* clock = nullptr;
 };

@@ -43,7 +43,7 @@ public:
   /// logits is (softmax - one-hot) / batch. Returns this rank's sums.
   loss_sums loss(std::vector<int> const& labels, step_context const& c);
   /// Runs every layer backward from the gradient `loss` left; parameter gradients land in the
-  /// store (FC gradients once the all-reduces in `c.pending` complete).
+  /// store as this rank's partial sums, listed in `c.bucket` for the step to sum.
   void backward(step_context const& c);
   /// One line per layer: kind, strategy grid, input and output shape, moves.
   [[nodiscard]] std::string describe() const;

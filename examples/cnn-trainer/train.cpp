@@ -36,24 +36,29 @@ std::string family(std::string const& name) {
 
 template <class T> MPI_Datatype mpi_type() { return sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE; }
 
-// The gradient bucket's members copied one after another into `buf`; returns how many values.
-template <class T> std::size_t pack(std::vector<grad_part> const& parts, std::vector<T>& buf) {
+// The gradient bucket's members of one element type (doubles when `in_double`, else T's)
+// copied one after another into `buf`; returns how many values.
+template <class V>
+std::size_t pack(std::vector<grad_part> const& parts, bool in_double, std::vector<V>& buf) {
   std::size_t n = 0;
   for (grad_part const& g : parts) {
+    if (g.in_double != in_double) continue;
     HALOX_REQUIRE(n + g.count <= buf.size(), halox::errc::internal,
                   "halox-train: the gradient bucket holds " + std::to_string(buf.size()) +
                       " values but the layers listed more");
-    std::copy_n(static_cast<T const*>(g.data), g.count, buf.data() + n);
+    std::copy_n(static_cast<V const*>(g.data), g.count, buf.data() + n);
     n += g.count;
   }
   return n;
 }
 
-// The summed values back into the members.
-template <class T> void unpack(std::vector<T> const& buf, std::vector<grad_part> const& parts) {
+// The summed values back into those members.
+template <class V>
+void unpack(std::vector<V> const& buf, bool in_double, std::vector<grad_part> const& parts) {
   std::size_t n = 0;
   for (grad_part const& g : parts) {
-    std::copy_n(buf.data() + n, g.count, static_cast<T*>(g.data));
+    if (g.in_double != in_double) continue;
+    std::copy_n(buf.data() + n, g.count, static_cast<V*>(g.data));
     n += g.count;
   }
 }
@@ -164,8 +169,9 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     std::vector<MPI_Request> pending;
     std::vector<std::function<void()>> finish;
     std::vector<grad_part> parts; // the gradient bucket's members, this step
-    std::vector<T> bucket(
-        static_cast<std::size_t>(trainable)); // their values, packed for one all-reduce
+    // Their values packed for the all-reduces: in T, and the exact partial sums in double.
+    std::vector<T> bucket(static_cast<std::size_t>(trainable));
+    std::vector<double> bucket64(o.deterministic ? static_cast<std::size_t>(trainable) : 0);
     epoch_stats ep;
     // --profile: the steps after the first few (kernel generation, first touches, measured
     // overlap) are timed layer by layer.
@@ -191,21 +197,25 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       pending.clear();
       finish.clear();
       parts.clear();
-      step_context c{true,    o.seed,         static_cast<std::uint64_t>(s),
-                     &t,      grad_comm,      &pending,
+      step_context c{true,    o.seed,         static_cast<std::uint64_t>(s), &t, &parts,
                      &finish, o.deterministic};
-      if (!o.deterministic) c.bucket = &parts;
       if (o.profile && s >= profile_from) c.clock = &clock;
       double const t0 = now();
       loss_sums l =
           run_batch(nets.get(static_cast<index_t>(ids.size())), *data, split::train, ids, c);
       double const tw = now();
-      // The layers' partial gradients in one all-reduce: on small networks one call on the
-      // whole bucket costs less than a call per layer overlapped with backward.
-      std::size_t const packed = pack(parts, bucket);
+      // The layers' partial gradients in one all-reduce per element type: on small networks
+      // one call on the whole bucket costs less than a call per layer overlapped with backward.
+      std::size_t const packed = pack(parts, false, bucket);
       if (packed) {
         pending.emplace_back();
         MPI_Iallreduce(MPI_IN_PLACE, bucket.data(), static_cast<int>(packed), mpi_type<T>(),
+                       MPI_SUM, grad_comm, &pending.back());
+      }
+      std::size_t const packed64 = pack(parts, true, bucket64);
+      if (packed64) {
+        pending.emplace_back();
+        MPI_Iallreduce(MPI_IN_PLACE, bucket64.data(), static_cast<int>(packed64), MPI_DOUBLE,
                        MPI_SUM, grad_comm, &pending.back());
       }
       // The loss and hit counts travel beside the gradient all-reductions rather than in a
@@ -214,7 +224,8 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       pending.emplace_back();
       MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, world, &pending.back());
       MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
-      unpack(bucket, parts);
+      unpack(bucket, false, parts);
+      unpack(bucket64, true, parts);
       for (auto& f : finish) f();
       t.allreduce += now() - tw;
       double const to = now();
@@ -238,7 +249,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
         loss_sums test{};
         if (o.eval) {
           phase_times et;
-          step_context ec{false, o.seed, 0, &et, grad_comm, &pending, &finish, false};
+          step_context ec{false, o.seed, 0, &et, nullptr, nullptr, false};
           test = evaluate(nets, *data, o.batch, ec, world);
           last_test_accuracy = test.correct;
         }
