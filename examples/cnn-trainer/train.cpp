@@ -169,9 +169,11 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     std::vector<MPI_Request> pending;
     std::vector<std::function<void()>> finish;
     std::vector<grad_part> parts; // the gradient bucket's members, this step
-    // Their values packed for the all-reduces: in T, and the exact partial sums in double.
-    std::vector<T> bucket(static_cast<std::size_t>(trainable));
-    std::vector<double> bucket64(o.deterministic ? static_cast<std::size_t>(trainable) : 0);
+    // Their values packed for the all-reduce: partial gradients in T, or with --deterministic
+    // (exact_grads) partial sums in double; a part of the other type is an internal error.
+    std::size_t const nt = static_cast<std::size_t>(trainable);
+    std::vector<T> bucket(o.deterministic ? 0 : nt);
+    std::vector<double> bucket64(o.deterministic ? nt : 0);
     epoch_stats ep;
     // --profile: the steps after the first few (kernel generation, first touches, measured
     // overlap) are timed layer by layer.
