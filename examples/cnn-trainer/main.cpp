@@ -27,7 +27,7 @@ namespace {
 // may run on. A launcher that does not bind its ranks (MPICH's Hydra by default, Open MPI when
 // oversubscribing) gives every rank the whole node, so ranks x threads would oversubscribe the
 // cores, and OpenMP's spin-waiting threads then make a step many times slower (64 steps of
-// alexnet-spatial on 2 ranks of a 2-core node: 25 s instead of 0.44 s). The default then shares
+// alexnet-hybrid on 2 ranks of a 2-core node: 25 s instead of 0.44 s). The default then shares
 // the node's CPUs among the launcher's ranks on it (halox::ops::default_threads()), and the
 // header says so.
 void apply_threads(int argc, char** argv) {
