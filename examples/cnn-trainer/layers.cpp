@@ -3,6 +3,7 @@
 // trainer's own (pointwise, or sample-parallel).
 #include "layers.hpp"
 
+#include "fc_kernels.hpp"
 #include "transfer.hpp"
 
 #include <halox/error.hpp>
@@ -432,22 +433,8 @@ public:
     T const* X = static_cast<T const*>(x.data);
     T* Y = static_cast<T*>(y.data);
     T const* b = lp_.bias >= 0 ? ps_.params[lp_.bias].value.data() : nullptr;
-    for (index_t n = 0; n < rows; ++n)
-      for (index_t o = 0; o < O; ++o) {
-        T const* wr = w.value.data() + o * F;
-        T const* xr = X + n * F;
-        // `lanes` independent partial sums: a single running sum is a chain of dependent adds
-        // that the compiler may not reorder, these it vectorises.
-        constexpr int lanes = 8;
-        T acc[lanes] = {};
-        index_t f = 0;
-        for (; f + lanes <= F; f += lanes)
-          for (int l = 0; l < lanes; ++l) acc[l] += wr[f + l] * xr[f + l];
-        for (; f < F; ++f) acc[f % lanes] += wr[f] * xr[f];
-        T s = b ? b[o] : T(0);
-        for (T a : acc) s += a;
-        Y[n * O + o] = s;
-      }
+    wt_.resize(w.value.size()); // once: the weights keep their shape
+    fc_forward(rows, F, O, X, w.value.data(), b, Y, wt_.data());
     c.times->compute += now() - t0;
   }
   void backward(tensor_view const& x, tensor_view const&, tensor_view const& dy,
@@ -461,14 +448,7 @@ public:
     // depends on how the samples are split over the ranks.
     std::size_t const nb = lp_.bias >= 0 ? static_cast<std::size_t>(O) : 0;
     sums_.assign(w.value.size() + nb, 0.0);
-    for (index_t n = 0; n < rows; ++n) // samples in ascending global order
-      for (index_t o = 0; o < O; ++o) {
-        double const g = DY[n * O + o];
-        double* gw = sums_.data() + o * F;
-        T const* xr = X + n * F;
-        for (index_t f = 0; f < F; ++f) gw[f] += g * xr[f];
-        if (nb) sums_[w.value.size() + static_cast<std::size_t>(o)] += g;
-      }
+    fc_weight_sums(rows, F, O, X, DY, sums_.data(), nb ? sums_.data() + w.value.size() : nullptr);
     target_ = {&sums_, &w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr};
     if (c.exact_grads) {
       c.times->compute += now() - t0;
@@ -480,18 +460,7 @@ public:
       c.times->compute += now() - t0;
     }
     double const t1 = now();
-    if (dx.data) {
-      T* DX = static_cast<T*>(dx.data);
-      for (index_t n = 0; n < rows; ++n) {
-        T* dr = DX + n * F;
-        std::fill(dr, dr + F, T(0));
-        for (index_t o = 0; o < O; ++o) {
-          T const g = DY[n * O + o];
-          T const* wr = w.value.data() + o * F;
-          for (index_t f = 0; f < F; ++f) dr[f] += g * wr[f];
-        }
-      }
-    }
+    if (dx.data) fc_backward_data(rows, F, O, DY, w.value.data(), static_cast<T*>(dx.data));
     c.times->compute += now() - t1;
   }
 
@@ -501,6 +470,7 @@ private:
   layer_params lp_;
   std::vector<double> sums_; // partial, then total, gradient sums
   sum_target<T> target_;
+  std::vector<T> wt_; // the weights transposed, for forward
 };
 
 } // namespace

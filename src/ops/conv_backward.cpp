@@ -1,6 +1,7 @@
 #include "ops/conv_common.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/gemm.hpp"
+#include "ops/simd_clones.hpp"
 
 #include <halox/error.hpp>
 #include <halox/ops/conv.hpp>
@@ -147,6 +148,41 @@ template <class T> void backward_weights_impl(char const* op, const_block_ref<T>
   add_to_weights(acc, c.cp.w, dw);
 }
 
+// Channel c's sum of dy over `ob` in double. The box's rows, or whole planes when its rows lie
+// back to back (a dy without halos), are contiguous runs when the last stride is 1 (`unit`);
+// each run is summed in `bias_lanes` independent double accumulators, which the compiler
+// vectorises: several vectors of them, as one vector add waits for the one before it. Runs
+// shorter than that (the 7-wide maps of a small network, cut further by a spatial split) are
+// summed column by column instead (`by_column`): one accumulator per column, the same vector
+// adds. Only additions, in an order fixed by the code, so every clone gives the same bits.
+constexpr int bias_lanes = 32;
+constexpr index_t bias_short_run = bias_lanes;
+template <class T> HALOX_SIMD_CLONES double channel_sum(block3<T const> const& b, box3 const& ob,
+                                                        index_t c, index_t rows, index_t run,
+                                                        bool unit, bool by_column) {
+  double acc[bias_short_run] = {}; // `bias_lanes` of them, or one per column
+  for (index_t n = 0; n < b.n; ++n)
+    for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
+      for (index_t r = 0; r < rows; ++r) {
+        T const* row = b.data + b.offset(n, c, i0, ob.lo[1] + r, ob.lo[2]);
+        if (!unit) {
+          for (index_t i2 = 0; i2 < run; ++i2) acc[0] += static_cast<double>(row[i2 * b.str[2]]);
+          continue;
+        }
+        if (by_column) {
+          for (index_t i = 0; i < run; ++i) acc[i] += static_cast<double>(row[i]);
+          continue;
+        }
+        index_t i = 0;
+        for (; i + bias_lanes <= run; i += bias_lanes)
+          for (int l = 0; l < bias_lanes; ++l) acc[l] += static_cast<double>(row[i + l]);
+        for (index_t l = 0; l < run - i; ++l) acc[l] += static_cast<double>(row[i + l]);
+      }
+  double s = 0;
+  for (double a : acc) s += a;
+  return s;
+}
+
 template <class T>
 void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const& out_box, T* db) {
   int const nsp = spatial_dims(op, "dy", dy.ref.rank());
@@ -154,42 +190,16 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
   box3 ob = to_box3(op, "out_box", out_box, nsp);
   require_covers(op, "dy", b, ob, nsp, "out_box");
   HALOX_REQUIRE(db != nullptr || b.c == 0, bad, std::string(op) + ": db is null");
-  // The box's rows, or whole planes when its rows lie back to back (a dy without halos), are
-  // contiguous runs when the last stride is 1; each run is summed in `lanes` independent double
-  // accumulators, which the compiler vectorises (one accumulator is a chain of dependent adds).
-  // Rows shorter than that (the 7-wide maps of a small network, cut further by a spatial split)
-  // are summed column by column instead: one accumulator per column, the same vector adds.
   bool const unit = b.str[2] == 1;
   bool const planes = unit && b.str[1] == ob.extent(2);
   index_t const run = planes ? ob.extent(1) * ob.extent(2) : ob.extent(2);
   index_t const rows = planes ? 1 : ob.extent(1);
-  constexpr int lanes = 8;
-  constexpr index_t short_run = 32;
-  bool const by_column = unit && run < short_run;
+  bool const by_column = unit && run < bias_short_run;
+  // The sums are in a function of their own: the clones (simd_clones.hpp) would not reach the
+  // body of an OpenMP region, which the compiler outlines.
 #pragma omp parallel for schedule(static) if (b.n * b.c * ob.volume() >= parallel_min_work)
-  for (index_t c = 0; c < b.c; ++c) {
-    double acc[short_run] = {}; // `lanes` of them, or one per column
-    for (index_t n = 0; n < b.n; ++n)
-      for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
-        for (index_t r = 0; r < rows; ++r) {
-          T const* row = b.data + b.offset(n, c, i0, ob.lo[1] + r, ob.lo[2]);
-          if (!unit) {
-            for (index_t i2 = 0; i2 < run; ++i2) acc[0] += static_cast<double>(row[i2 * b.str[2]]);
-            continue;
-          }
-          if (by_column) {
-            for (index_t i = 0; i < run; ++i) acc[i] += static_cast<double>(row[i]);
-            continue;
-          }
-          index_t i = 0;
-          for (; i + lanes <= run; i += lanes)
-            for (int l = 0; l < lanes; ++l) acc[l] += static_cast<double>(row[i + l]);
-          for (; i < run; ++i) acc[i % lanes] += static_cast<double>(row[i]);
-        }
-    double s = 0;
-    for (double a : acc) s += a;
-    db[c] += static_cast<T>(s);
-  }
+  for (index_t c = 0; c < b.c; ++c)
+    db[c] += static_cast<T>(channel_sum(b, ob, c, rows, run, unit, by_column));
 }
 
 } // namespace

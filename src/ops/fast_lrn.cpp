@@ -10,22 +10,15 @@
 #include "ops/geometry.hpp"
 #include "ops/per_channel.hpp"
 #include "ops/scratch.hpp"
+#include "ops/simd_clones.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
 
-// The chunk kernels are square-root and division bound, so the vector width counts: on x86-64
-// they are compiled for AVX-512 and AVX2 besides the baseline (SSE2), and the loader picks the
-// widest the CPU runs.
-#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 14 : defined(__GNUC__))
-#define HALOX_LRN_CLONES 1
-#define HALOX_LRN_TARGETS __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HALOX_LRN_CLONES 0
-#define HALOX_LRN_TARGETS
-#endif
+// The chunk kernels are square-root and division bound, so the vector width counts: they are
+// compiled for AVX-512 and AVX2 besides the baseline (simd_clones.hpp).
 
 namespace halox::ops::detail {
 namespace {
@@ -115,7 +108,7 @@ void window_sum(T const* v, index_t lo, index_t hi, index_t m, index_t ch, T* ac
 }
 
 template <class T, power P>
-HALOX_LRN_TARGETS void forward_chunk(T const* x, index_t sx, T* y, index_t sy, index_t C, index_t m,
+HALOX_SIMD_CLONES void forward_chunk(T const* x, index_t sx, T* y, index_t sy, index_t C, index_t m,
                                      index_t ch, consts<T> const& q, T* sq) {
   squares(x, sx, C, m, ch, sq);
   T acc[max_chunk];
@@ -135,7 +128,7 @@ HALOX_LRN_TARGETS void forward_chunk(T const* x, index_t sx, T* y, index_t sy, i
 // dx_c = dy_c s_c^-beta - coef x_c sum over the channels j whose window holds c of
 // dy_j x_j s_j^(-beta-1).
 template <class T, power P>
-HALOX_LRN_TARGETS void backward_chunk(T const* x, index_t sx, T const* dy, index_t sd, T* dx,
+HALOX_SIMD_CLONES void backward_chunk(T const* x, index_t sx, T const* dy, index_t sd, T* dx,
                                       index_t so, index_t C, index_t m, index_t ch,
                                       consts<T> const& q, T* sq, T* r, T* t) {
   squares(x, sx, C, m, ch, sq);
@@ -214,14 +207,7 @@ void backward_all(const_tensor_ref<T> const& x, const_tensor_ref<T> const& dy,
 
 } // namespace
 
-char const* fast_lrn_isa() {
-#if HALOX_LRN_CLONES
-  // The order in which the target_clones resolver tries them.
-  if (__builtin_cpu_supports("avx512f")) return "avx512f";
-  if (__builtin_cpu_supports("avx2")) return "avx2";
-#endif
-  return "baseline";
-}
+char const* fast_lrn_isa() { return simd_clone_isa(); }
 
 template <class T>
 void fast_lrn_forward(const_tensor_ref<T> x, tensor_ref<T> y, lrn_params const& p) {

@@ -1,0 +1,111 @@
+#include "fc_kernels.hpp"
+
+#include <algorithm>
+
+// The library's internal multiversioning macro is not part of its public API, which is all the
+// trainer uses, so the trainer names the clones itself.
+#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 14 : defined(__GNUC__))
+#define TRAINER_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TRAINER_SIMD_CLONES
+#endif
+
+namespace trainer {
+using halox::index_t;
+
+template <class T> TRAINER_SIMD_CLONES void
+fc_forward(index_t rows, index_t F, index_t O, T const* x, T const* w, T const* b, T* y, T* wt) {
+  if (rows == 0) return;
+  // W^T first, so that a row of y is a sum of rows of W^T scaled by the inputs: vector
+  // multiply-adds across the outputs, with no horizontal sums.
+  for (index_t o = 0; o < O; ++o)
+    for (index_t f = 0; f < F; ++f) wt[f * O + o] = w[o * F + f];
+  // Blocks of `block` outputs summed in registers: one running sum per output, over f.
+  constexpr index_t block = 64;
+  for (index_t n = 0; n < rows; ++n) {
+    T const* xr = x + n * F;
+    for (index_t o0 = 0; o0 < O; o0 += block) {
+      T acc[block];
+      index_t const m = std::min(block, O - o0);
+      for (index_t k = 0; k < block; ++k) acc[k] = b && k < m ? b[o0 + k] : T(0);
+      if (m == block) {
+        for (index_t f = 0; f < F; ++f) {
+          T const v = xr[f];
+          T const* wr = wt + f * O + o0;
+#pragma omp simd
+          for (index_t k = 0; k < block; ++k) acc[k] += v * wr[k];
+        }
+      } else {
+        for (index_t f = 0; f < F; ++f) {
+          T const v = xr[f];
+          T const* wr = wt + f * O + o0;
+#pragma omp simd
+          for (index_t k = 0; k < m; ++k) acc[k] += v * wr[k];
+        }
+      }
+      std::copy(acc, acc + m, y + n * O + o0);
+    }
+  }
+}
+
+template <class T> TRAINER_SIMD_CLONES void fc_weight_sums(index_t rows, index_t F, index_t O,
+                                                           T const* x, T const* dy, double* gw,
+                                                           double* gb) {
+  // Output by output, in blocks of `block` inputs summed in registers over the rows.
+  constexpr index_t block = 64;
+  for (index_t o = 0; o < O; ++o) {
+    for (index_t f0 = 0; f0 < F; f0 += block) {
+      double acc[block];
+      index_t const m = std::min(block, F - f0);
+      std::copy(gw + o * F + f0, gw + o * F + f0 + m, acc);
+      if (m == block) {
+        for (index_t n = 0; n < rows; ++n) {
+          double const d = dy[n * O + o];
+          T const* xr = x + n * F + f0;
+#pragma omp simd
+          for (index_t k = 0; k < block; ++k) acc[k] += d * xr[k];
+        }
+      } else {
+        for (index_t n = 0; n < rows; ++n) {
+          double const d = dy[n * O + o];
+          T const* xr = x + n * F + f0;
+#pragma omp simd
+          for (index_t k = 0; k < m; ++k) acc[k] += d * xr[k];
+        }
+      }
+      std::copy(acc, acc + m, gw + o * F + f0);
+    }
+    if (gb) {
+      double sb = 0;
+      for (index_t n = 0; n < rows; ++n) sb += dy[n * O + o];
+      gb[o] += sb;
+    }
+  }
+}
+
+template <class T> TRAINER_SIMD_CLONES void fc_backward_data(index_t rows, index_t F, index_t O,
+                                                             T const* dy, T const* w, T* dx) {
+  for (index_t n = 0; n < rows; ++n) {
+    T* dr = dx + n * F;
+    std::fill(dr, dr + F, T(0));
+    for (index_t o = 0; o < O; ++o) {
+      T const d = dy[n * O + o];
+      T const* wr = w + o * F;
+#pragma omp simd
+      for (index_t f = 0; f < F; ++f) dr[f] += d * wr[f];
+    }
+  }
+}
+
+template void fc_forward(index_t, index_t, index_t, float const*, float const*, float const*,
+                         float*, float*);
+template void fc_forward(index_t, index_t, index_t, double const*, double const*, double const*,
+                         double*, double*);
+template void fc_weight_sums(index_t, index_t, index_t, float const*, float const*, double*,
+                             double*);
+template void fc_weight_sums(index_t, index_t, index_t, double const*, double const*, double*,
+                             double*);
+template void fc_backward_data(index_t, index_t, index_t, float const*, float const*, float*);
+template void fc_backward_data(index_t, index_t, index_t, double const*, double const*, double*);
+
+} // namespace trainer
