@@ -11,6 +11,7 @@
 #include <halox/ops/ops.hpp>
 
 #include <cstring>
+#include <type_traits>
 
 namespace trainer {
 namespace ops = halox::ops;
@@ -294,16 +295,39 @@ public:
   tensor_desc const& in_desc() const override { return desc_; }
   tensor_desc const& out_desc() const override { return desc_; }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
-    apply(x, y, c);
+    apply(x, y, c, true);
   }
   void backward(tensor_view const&, tensor_view const&, tensor_view const& dy,
                 tensor_view const& dx, step_context const& c) override {
-    if (dx.data) apply(dy, dx, c);
+    if (dx.data) apply(dy, dx, c, false);
   }
 
 private:
-  // The same mask and scale serve forward (x -> y) and backward (dy -> dx).
-  void apply(tensor_view const& in, tensor_view const& out, step_context const& c) const {
+  // y[e] = keep[e] ? x[e] * scale : 0 along a run (x and y may be the same). The product is
+  // formed for every element and its bits cleared where the element is dropped: vector ANDs,
+  // where a branch per element would be mispredicted at random (and the compiler does not
+  // turn this select into a blend).
+  static void mask_run(T const* x, index_t sx, T* y, index_t sy, std::uint8_t const* keep,
+                       index_t n, T scale) {
+    using bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    static_assert(sizeof(bits) == sizeof(T));
+    if (sx == 1 && sy == 1) {
+#pragma omp simd
+      for (index_t e = 0; e < n; ++e) {
+        T const v = x[e] * scale;
+        bits b;
+        std::memcpy(&b, &v, sizeof b);
+        b &= bits(0) - bits(keep[e]); // all ones where kept, zero where dropped
+        std::memcpy(y + e, &b, sizeof b);
+      }
+    } else {
+      for (index_t e = 0; e < n; ++e) y[e * sy] = keep[e] ? x[e * sx] * scale : T(0);
+    }
+  }
+  // The same mask and scale serve forward (x -> y) and backward (dy -> dx): forward draws it
+  // (from the seed, the step, the layer and the element's global index) and keeps it for
+  // backward, in the order the owned elements are visited.
+  void apply(tensor_view const& in, tensor_view const& out, step_context const& c, bool draw) {
     double const t0 = now();
     T const* a = static_cast<T const*>(in.data);
     T* b = static_cast<T*>(out.data);
@@ -311,17 +335,32 @@ private:
       if (a != b) copy_owned(*in.desc, a, *out.desc, b);
     } else {
       T const scale = T(1 / (1 - p_));
-      for_each_owned(*in.desc, *out.desc, [&](index_t i, index_t o, index_t g) {
-        bool const keep =
-            uniform01(mix(c.seed, c.step, index_, static_cast<std::uint64_t>(g))) >= p_;
-        b[o] = keep ? a[i] * scale : T(0);
-      });
+      keep_.resize(static_cast<std::size_t>(desc_.owned_box().volume())); // once
+      std::uint8_t* k = keep_.data();
+      if (draw) {
+        mixer const h(c.seed, c.step, index_);
+        std::uint64_t const least = uniform01_threshold(p_); // keep: uniform01(hash) >= p
+        for_each_owned_run(*in.desc, *out.desc,
+                           [&](index_t i, index_t o, index_t g, index_t n, index_t si, index_t so) {
+                             for (index_t e = 0; e < n; ++e)
+                               k[e] = (h(static_cast<std::uint64_t>(g + e)) >> 11) >= least;
+                             mask_run(a + i, si, b + o, so, k, n, scale);
+                             k += n;
+                           });
+      } else {
+        for_each_owned_run(*in.desc, *out.desc,
+                           [&](index_t i, index_t o, index_t, index_t n, index_t si, index_t so) {
+                             mask_run(a + i, si, b + o, so, k, n, scale);
+                             k += n;
+                           });
+      }
     }
     c.times->compute += now() - t0;
   }
   tensor_desc desc_;
   double p_;
   std::uint64_t index_;
+  std::vector<std::uint8_t> keep_; // this step's mask, one byte per owned element
 };
 
 // y = x + (the output of an earlier layer). That output may be laid out differently (another

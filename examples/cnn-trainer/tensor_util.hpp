@@ -5,6 +5,7 @@
 #include <halox/ops/dist_common.hpp>
 #include <halox/tensor_desc.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -31,12 +32,14 @@ struct phase_times {
   }
 };
 
-/// Calls `f(local_offset_a, local_offset_b, global_linear_index)` for every owned element of
-/// two buffers holding the same blocks (`a` and `b` may differ in halos and strides; pass the
-/// same descriptor twice to visit one buffer). Offsets are in elements from the buffers'
-/// first allocated cells; the global index is row-major over the global shape.
+/// Calls `f(offset_a, offset_b, global_index, n, stride_a, stride_b)` for every row of owned
+/// elements of two buffers holding the same blocks (`a` and `b` may differ in halos and
+/// strides; pass the same descriptor twice to visit one buffer), in row-major order: the row's
+/// k-th element lies at `offset_a + k * stride_a` in a, `offset_b + k * stride_b` in b, and has
+/// the global index `global_index + k`, row-major over the global shape. Offsets are in
+/// elements from the buffers' first allocated cells.
 template <class F>
-void for_each_owned(halox::tensor_desc const& a, halox::tensor_desc const& b, F&& f) {
+void for_each_owned_run(halox::tensor_desc const& a, halox::tensor_desc const& b, F&& f) {
   halox::box const own = a.owned_box();
   if (own.empty()) return;
   int const nd = a.ndim();
@@ -57,7 +60,7 @@ void for_each_owned(halox::tensor_desc const& a, halox::tensor_desc const& b, F&
       pb += (ob[d] + i[d]) * sb[d];
       g = g * shape[d] + own.lo[d] + i[d];
     }
-    for (halox::index_t k = 0; k < inner; ++k) f(pa + k * sa[nd - 1], pb + k * sb[nd - 1], g + k);
+    f(pa, pb, g, inner, sa[nd - 1], sb[nd - 1]);
     int d = nd - 2;
     for (; d >= 0; --d) {
       if (++i[d] < own.extent(d)) break;
@@ -141,20 +144,40 @@ inline bool same_blocks(halox::tensor_desc const& a, halox::tensor_desc const& b
   return true;
 }
 
-/// A 64-bit mix of its inputs (splitmix64 finaliser): the source of every random number the
-/// trainer draws, so that values depend on global indices and the seed, never on the rank.
+/// A 64-bit hash of (a, b, c, d), splitmix64's finaliser on a combination of the four, for many
+/// d with a, b and c fixed: the part that depends on a, b and c only is done once.
+class mixer {
+public:
+  mixer(std::uint64_t a, std::uint64_t b, std::uint64_t c)
+      : z0_(a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL ^
+            (c + 0x85157AF5ULL) * 0x94D049BB133111EBULL) {}
+  /// The hash of (a, b, c, d).
+  std::uint64_t operator()(std::uint64_t d) const {
+    std::uint64_t z = z0_ ^ (d + 0x1234567ULL) * 0xD6E8FEB86659FD93ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+
+private:
+  std::uint64_t z0_;
+};
+
+/// A 64-bit mix of its inputs: the source of every random number the trainer draws, so that
+/// values depend on global indices and the seed, never on the rank.
 inline std::uint64_t mix(std::uint64_t a, std::uint64_t b = 0, std::uint64_t c = 0,
                          std::uint64_t d = 0) {
-  std::uint64_t z = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL;
-  z ^= (c + 0x85157AF5ULL) * 0x94D049BB133111EBULL;
-  z ^= (d + 0x1234567ULL) * 0xD6E8FEB86659FD93ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return mixer(a, b, c)(d);
 }
 
 /// A uniform number in [0, 1) from a hash.
 inline double uniform01(std::uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+
+/// The least h >> 11 for which uniform01(h) >= p, for p in [0, 1]: uniform01(h) >= p exactly
+/// when (h >> 11) >= this, as h >> 11 and p * 2^53 are exact in double.
+inline std::uint64_t uniform01_threshold(double p) {
+  return static_cast<std::uint64_t>(std::ceil(p * 0x1.0p53));
+}
 
 /// Seconds since an arbitrary origin (MPI_Wtime).
 double now();
