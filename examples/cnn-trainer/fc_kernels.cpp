@@ -13,38 +13,49 @@
 namespace trainer {
 using halox::index_t;
 
+namespace {
+constexpr index_t wide = 64, narrow = 16; // output blocks of fc_forward
+index_t padded_outputs(index_t O) { return (O + narrow - 1) / narrow * narrow; }
+} // namespace
+
+index_t fc_forward_scratch(index_t F, index_t O) { return F * padded_outputs(O); }
+
+namespace {
+
+// Sums `width` outputs from o0 on, for one row, in registers: one running sum per output, over f.
+template <index_t width, class T> inline void output_block(index_t F, index_t Op, T const* xr,
+                                                           T const* wt, T const* b, index_t o0,
+                                                           index_t O, T* yr) {
+  T acc[width];
+  for (index_t k = 0; k < width; ++k) acc[k] = b && o0 + k < O ? b[o0 + k] : T(0);
+  for (index_t f = 0; f < F; ++f) {
+    T const v = xr[f];
+    T const* wr = wt + f * Op + o0;
+#pragma omp simd
+    for (index_t k = 0; k < width; ++k) acc[k] += v * wr[k];
+  }
+  std::copy(acc, acc + std::min(width, O - o0), yr + o0);
+}
+
+} // namespace
+
 template <class T> TRAINER_SIMD_CLONES void
 fc_forward(index_t rows, index_t F, index_t O, T const* x, T const* w, T const* b, T* y, T* wt) {
   if (rows == 0) return;
-  // W^T first, so that a row of y is a sum of rows of W^T scaled by the inputs: vector
-  // multiply-adds across the outputs, with no horizontal sums.
-  for (index_t o = 0; o < O; ++o)
-    for (index_t f = 0; f < F; ++f) wt[f * O + o] = w[o * F + f];
-  // Blocks of `block` outputs summed in registers: one running sum per output, over f.
-  constexpr index_t block = 64;
+  // W^T first, its rows padded with zeros to a multiple of `narrow`, so that a row of y is a
+  // sum of rows of W^T scaled by the inputs: vector multiply-adds across the outputs, with no
+  // horizontal sums, in blocks of fixed width that stay in registers (`wide` ones give the
+  // multiply-adds of several vectors to overlap).
+  index_t const Op = padded_outputs(O);
+  for (index_t f = 0; f < F; ++f) {
+    for (index_t o = 0; o < O; ++o) wt[f * Op + o] = w[o * F + f];
+    for (index_t o = O; o < Op; ++o) wt[f * Op + o] = T(0);
+  }
   for (index_t n = 0; n < rows; ++n) {
-    T const* xr = x + n * F;
-    for (index_t o0 = 0; o0 < O; o0 += block) {
-      T acc[block];
-      index_t const m = std::min(block, O - o0);
-      for (index_t k = 0; k < block; ++k) acc[k] = b && k < m ? b[o0 + k] : T(0);
-      if (m == block) {
-        for (index_t f = 0; f < F; ++f) {
-          T const v = xr[f];
-          T const* wr = wt + f * O + o0;
-#pragma omp simd
-          for (index_t k = 0; k < block; ++k) acc[k] += v * wr[k];
-        }
-      } else {
-        for (index_t f = 0; f < F; ++f) {
-          T const v = xr[f];
-          T const* wr = wt + f * O + o0;
-#pragma omp simd
-          for (index_t k = 0; k < m; ++k) acc[k] += v * wr[k];
-        }
-      }
-      std::copy(acc, acc + m, y + n * O + o0);
-    }
+    index_t o0 = 0;
+    for (; o0 + wide <= Op; o0 += wide)
+      output_block<wide>(F, Op, x + n * F, wt, b, o0, O, y + n * O);
+    for (; o0 < Op; o0 += narrow) output_block<narrow>(F, Op, x + n * F, wt, b, o0, O, y + n * O);
   }
 }
 

@@ -11,8 +11,11 @@
 
 namespace trainer {
 
+/// Elements of the scratch `fc_forward` needs.
+halox::index_t fc_forward_scratch(halox::index_t F, halox::index_t O);
+
 /// y[n, o] = b[o] + sum over f, ascending, of W[o, f] x[n, f] (`b` may be null); `wt` is
-/// scratch of F * O elements (it receives W^T).
+/// scratch of `fc_forward_scratch(F, O)` elements (it receives W^T, padded).
 template <class T> void fc_forward(halox::index_t rows, halox::index_t F, halox::index_t O,
                                    T const* x, T const* w, T const* b, T* y, T* wt);
 

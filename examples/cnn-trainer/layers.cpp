@@ -472,7 +472,7 @@ public:
     T const* X = static_cast<T const*>(x.data);
     T* Y = static_cast<T*>(y.data);
     T const* b = lp_.bias >= 0 ? ps_.params[lp_.bias].value.data() : nullptr;
-    wt_.resize(w.value.size()); // once: the weights keep their shape
+    wt_.resize(static_cast<std::size_t>(fc_forward_scratch(F, O))); // once: shapes stay
     fc_forward(rows, F, O, X, w.value.data(), b, Y, wt_.data());
     c.times->compute += now() - t0;
   }
