@@ -40,23 +40,8 @@ import sys
 import tempfile
 import time
 
-
-def parse_model(path):
-    """The layers of a model file as (kind, fields) pairs, plus input and classes."""
-    layers, inp, classes = [], None, None
-    for raw in open(path):
-        tok = raw.split("#")[0].split()
-        if not tok:
-            continue
-        if tok[0] == "input":
-            inp = [int(v) for v in tok[1:]]
-        elif tok[0] == "classes":
-            classes = int(tok[1])
-        elif tok[0] in ("name", "dtype", "strategy"):
-            continue
-        else:
-            layers.append((tok[0], dict(t.split("=", 1) for t in tok[1:])))
-    return inp, classes, layers
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_model import Net  # noqa: E402
 
 
 def torch_images_per_s(model_file, batch, steps, threads):
@@ -64,65 +49,15 @@ def torch_images_per_s(model_file, batch, steps, threads):
     import torch.nn as nn
 
     torch.set_num_threads(threads)
-    inp, classes, layers = parse_model(model_file)
-    nd = len(inp) - 1
-    conv = nn.Conv2d if nd == 2 else nn.Conv3d
-    bn = nn.BatchNorm2d if nd == 2 else nn.BatchNorm3d
-    maxp = nn.MaxPool2d if nd == 2 else nn.MaxPool3d
-    avgp = nn.AvgPool2d if nd == 2 else nn.AvgPool3d
-
-    def dims(v, default):  # "3" -> 3 (every dimension), "1x3x3" -> (1, 3, 3)
-        if not v:
-            return default
-        vals = tuple(int(x) for x in v.split("x"))
-        return vals[0] if len(vals) == 1 else vals
-
-    mods, kinds, labels = nn.ModuleList(), [], {}
-    shape = torch.zeros(1, *inp)
-    with torch.no_grad():
-        for i, (kind, f) in enumerate(layers):
-            if kind == "conv":
-                m = conv(shape.shape[1], int(f["out"]), dims(f.get("k"), 1), dims(f.get("stride"), 1),
-                         dims(f.get("pad"), 0), dims(f.get("dilation"), 1), bias=f.get("bias", "1") == "1")
-            elif kind == "bn":
-                m = bn(shape.shape[1])
-            elif kind == "relu":
-                m = nn.ReLU()
-            elif kind == "lrn":
-                m = nn.LocalResponseNorm(int(f.get("size", 5)), float(f.get("alpha", 1e-4)),
-                                         float(f.get("beta", 0.75)), float(f.get("k", 1.0)))
-            elif kind in ("maxpool", "avgpool"):
-                k = dims(f.get("k"), 1)
-                s = dims(f.get("stride"), None) or k
-                m = (maxp if kind == "maxpool" else avgp)(k, s, dims(f.get("pad"), 0))
-            elif kind == "dropout":
-                m = nn.Dropout(float(f.get("p", 0.5)))
-            elif kind == "flatten":
-                m = nn.Flatten()
-            elif kind == "fc":
-                m = nn.Linear(shape.shape[1], int(f["out"]), bias=f.get("bias", "1") == "1")
-            else:  # add
-                m = nn.Identity()
-            mods.append(m)
-            kinds.append((kind, f.get("from"), f.get("label")))
-            shape = m(shape) if kind != "add" else shape
-
-    def forward(x):
-        saved = {}
-        for m, (kind, src, label) in zip(mods, kinds):
-            x = x + saved[src] if kind == "add" else m(x)
-            if label:
-                saved[label] = x
-        return x
-
-    opt = torch.optim.SGD(mods.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
-    x = torch.randn(batch, *inp)
-    y = torch.randint(0, classes, (batch,))
+    net = Net(model_file)
+    opt = torch.optim.SGD(net.modules.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(batch, *net.input)
+    y = torch.randint(0, net.classes, (batch,))
     rates = []
     for s in range(steps):
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = nn.functional.cross_entropy(forward(x), y)
+        loss = nn.functional.cross_entropy(net.forward(x), y)
         loss.backward()
         opt.step()
         rates.append(batch / (time.perf_counter() - t0))
