@@ -15,8 +15,15 @@ neither side's timed steps include making data. The runs of all configurations a
 interleaved, so a change of machine load touches them alike. The time breakdown is the mean per
 step on rank 0.
 
+Each 1-rank run (halox-train's, and PyTorch's) is made twice, pinned once to CPU 0 and once to
+CPU 1, and counts as one run at the mean of the two speeds (also printed per CPU): the virtual
+cores of a cloud machine can run at different speeds for minutes at a time, so an unpinned
+1-rank run measures whichever core it landed on, while a 2-rank run uses both. --no-pin runs
+them where the OS puts them.
+
 With 2 in --ranks it also measures what the machine itself allows: in every round, two
-independent 1-rank runs of the sample variant at once (two mpiexec launches, nothing shared).
+independent 1-rank runs of the sample variant at once (two mpiexec launches, nothing shared;
+one pinned to each CPU).
 Their images/s added up, over one such run alone, is the speed-up the cores and memory give two
 processes that never communicate or wait for each other; a 2-rank speed-up cannot be expected
 above it. It is printed before the yardstick as
@@ -83,6 +90,9 @@ def main():
     ap.add_argument("--out", default="bench-trainer")
     ap.add_argument("--no-capacity", action="store_true",
                     help="skip the two independent 1-rank runs (see above)")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="run the 1-rank configurations and PyTorch where the OS puts them "
+                         "instead of once on each of CPUs 0 and 1 (see above)")
     a = ap.parse_args()
     if a.train_size is None:
         a.train_size = 2 * a.batch
@@ -97,6 +107,15 @@ def main():
     capacity = not a.no_capacity and 2 in a.ranks
     pair_runs = []  # per round: the summed images/s of two independent 1-rank runs
 
+    # CPUs for the 1-rank runs: each one of them in turn, or none (the OS's choice).
+    cpus = [None] if a.no_pin or not hasattr(os, "sched_setaffinity") else [0, 1]
+    if cpus != [None] and not all(c in os.sched_getaffinity(0) for c in cpus):
+        sys.exit("bench-trainer: CPUs 0 and 1 are not both available to pin to; pass --no-pin")
+    per_cpu = {}  # (strategy, cpu): images/s of every 1-rank run pinned there
+
+    def pinned(cpu):  # for Popen: run the child on `cpu` only
+        return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
     def command(strategy, n, log):
         return [a.mpiexec, "-n", str(n), a.train, "--model", f"{a.model}-{strategy}",
                 "--batch", str(a.batch), "--steps", str(a.steps), "--no-eval",
@@ -106,31 +125,54 @@ def main():
     def timed_steps(log):  # the steps after the two warm-up steps
         return [json.loads(l) for l in open(log)][2:]
 
+    def median_rate(steps):
+        return statistics.median(s["images_per_s"] for s in steps)
+
     for _ in range(a.repeat):  # interleaved: every configuration once per round
         for strategy, n in configs:
-            with tempfile.NamedTemporaryFile(suffix=".json") as log:
-                subprocess.run(command(strategy, n, log.name), check=True, env=env,
-                               stdout=subprocess.DEVNULL)
-                runs[(strategy, n)].append(timed_steps(log.name))
+            # A 1-rank run once on each CPU, counted as one run at their mean speed: the cores
+            # of a virtual machine may run at different speeds for minutes, and a 2-rank run
+            # uses both.
+            results = []
+            for cpu in (cpus if n == 1 else [None]):
+                with tempfile.NamedTemporaryFile(suffix=".json") as log:
+                    subprocess.run(command(strategy, n, log.name), check=True, env=env,
+                                   stdout=subprocess.DEVNULL, preexec_fn=pinned(cpu))
+                    results.append(timed_steps(log.name))
+                if n == 1:
+                    per_cpu.setdefault((strategy, cpu), []).append(median_rate(results[-1]))
+            runs[(strategy, n)].append(results)
         if capacity:
             with tempfile.NamedTemporaryFile(suffix=".json") as l1, \
                     tempfile.NamedTemporaryFile(suffix=".json") as l2:
                 procs = [subprocess.Popen(command("sample", 1, l.name), env=env,
-                                          stdout=subprocess.DEVNULL) for l in (l1, l2)]
+                                          stdout=subprocess.DEVNULL, preexec_fn=pinned(cpu))
+                         for l, cpu in zip((l1, l2), cpus * 2)]
                 for p in procs:
                     if p.wait() != 0:
                         sys.exit(f"bench-trainer: an independent 1-rank run failed ({p.returncode})")
-                pair_runs.append(sum(statistics.median(s["images_per_s"] for s in timed_steps(l.name))
-                                     for l in (l1, l2)))
-        torch_runs.append(torch_images_per_s(model_file, a.batch, a.steps, a.threads))
+                pair_runs.append(sum(median_rate(timed_steps(l.name)) for l in (l1, l2)))
+        rates = []
+        for cpu in cpus:  # PyTorch runs in this process: pinned like the 1-rank runs
+            if cpu is not None:
+                saved = os.sched_getaffinity(0)
+                os.sched_setaffinity(0, {cpu})
+            try:
+                rates.append(torch_images_per_s(model_file, a.batch, a.steps, a.threads))
+            finally:
+                if cpu is not None:
+                    os.sched_setaffinity(0, saved)
+        torch_runs.append(statistics.mean(rates))
     rate = {}
     for (strategy, n), rs in runs.items():
-        per_run = [statistics.median(s["images_per_s"] for s in steps) for steps in rs]
-        best = rs[per_run.index(statistics.median_low(per_run))]
+        per_run = [statistics.mean(median_rate(steps) for steps in r) for r in rs]
+        best = rs[per_run.index(statistics.median_low(per_run))][0]
         row = {"impl": "halox-train", "strategy": strategy, "ranks": n,
                "images_per_s": statistics.median(per_run), "runs": per_run}
         for k in ("time_s", "compute_s", "halo_s", "shuffle_s", "allreduce_s"):
             row[k] = statistics.mean(s[k] for s in best)
+        if n == 1 and cpus != [None]:
+            row["per_cpu"] = {str(c): statistics.median(per_cpu[(strategy, c)]) for c in cpus}
         rate[(strategy, n)] = row["images_per_s"]
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -145,7 +187,8 @@ def main():
     meta = {"model": a.model, "batch": a.batch, "steps": a.steps, "train_size": a.train_size,
             "threads": a.threads,
             "repeat": a.repeat, "load_at_start": load_at_start,
-            "mpiexec": a.mpiexec, "cores": os.cpu_count(), "command": " ".join(sys.argv)}
+            "mpiexec": a.mpiexec, "cores": os.cpu_count(), "pinned_1rank_cpus": cpus,
+            "command": " ".join(sys.argv)}
     json.dump({"meta": meta, "results": rows}, open(a.out + ".json", "w"), indent=1)
     with open(a.out + ".md", "w") as f:
         f.write(f"| implementation | strategy | ranks | images/s | step (ms) | compute | halo | shuffle | allreduce |\n")
@@ -158,6 +201,10 @@ def main():
             else:
                 f.write(f"| {r['impl']} | {r['strategy']} | 1 | {r['images_per_s']:.0f} | | | | | |\n")
     print(open(a.out + ".md").read())
+    for r in rows:
+        if "per_cpu" in r:
+            print(f"1-rank {r['strategy']} by CPU: " +
+                  ", ".join(f"cpu {c} {v:.0f}" for c, v in r["per_cpu"].items()))
     torch_rate = next(r["images_per_s"] for r in rows if r["impl"].startswith("pytorch"))
     one = rate.get(("sample", 1)) or next((v for (st, n), v in rate.items() if n == 1), None)
     if pair_runs and ("sample", 1) in rate:
