@@ -4,17 +4,21 @@
 
 // The library's internal multiversioning macro is not part of its public API, which is all the
 // trainer uses, so the trainer names the clones itself.
+// A helper they call is compiled once, for the baseline, unless it is inlined into each clone:
+// TRAINER_CLONE_INLINE makes sure it is.
 #if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 14 : defined(__GNUC__))
 #define TRAINER_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define TRAINER_CLONE_INLINE __attribute__((always_inline)) inline
 #else
 #define TRAINER_SIMD_CLONES
+#define TRAINER_CLONE_INLINE inline
 #endif
 
 namespace trainer {
 using halox::index_t;
 
 namespace {
-constexpr index_t wide = 64, narrow = 16; // output blocks of fc_forward
+constexpr index_t wide = 64, narrow = 16; // blocks of outputs (fc_forward), inputs (sums)
 index_t padded_outputs(index_t O) { return (O + narrow - 1) / narrow * narrow; }
 } // namespace
 
@@ -23,9 +27,9 @@ index_t fc_forward_scratch(index_t F, index_t O) { return F * padded_outputs(O);
 namespace {
 
 // Sums `width` outputs from o0 on, for one row, in registers: one running sum per output, over f.
-template <index_t width, class T> inline void output_block(index_t F, index_t Op, T const* xr,
-                                                           T const* wt, T const* b, index_t o0,
-                                                           index_t O, T* yr) {
+template <index_t width, class T>
+TRAINER_CLONE_INLINE void output_block(index_t F, index_t Op, T const* xr, T const* wt, T const* b,
+                                       index_t o0, index_t O, T* yr) {
   T acc[width];
   for (index_t k = 0; k < width; ++k) acc[k] = b && o0 + k < O ? b[o0 + k] : T(0);
   for (index_t f = 0; f < F; ++f) {
@@ -59,37 +63,38 @@ fc_forward(index_t rows, index_t F, index_t O, T const* x, T const* w, T const* 
   }
 }
 
+namespace {
+
+// gw[o, f0 + k] = sum over the rows of dy[n, o] x[n, f0 + k] for k < m (m == wide when `full`):
+// the sums stay in registers while the rows stream past.
+template <bool full, class T>
+TRAINER_CLONE_INLINE void weight_block(index_t rows, index_t F, index_t O, T const* x, T const* dy,
+                                       index_t o, index_t f0, index_t m, double* gw) {
+  index_t const len = full ? wide : m;
+  double acc[wide] = {};
+  for (index_t n = 0; n < rows; ++n) {
+    double const d = dy[n * O + o];
+    T const* xr = x + n * F + f0;
+#pragma omp simd
+    for (index_t k = 0; k < len; ++k) acc[k] += d * xr[k];
+  }
+  std::copy(acc, acc + len, gw + o * F + f0);
+}
+
+} // namespace
+
 template <class T> TRAINER_SIMD_CLONES void fc_weight_sums(index_t rows, index_t F, index_t O,
                                                            T const* x, T const* dy, double* gw,
                                                            double* gb) {
-  // Output by output, in blocks of `block` inputs summed in registers over the rows.
-  constexpr index_t block = 64;
+  // Output by output, in blocks of `wide` inputs.
   for (index_t o = 0; o < O; ++o) {
-    for (index_t f0 = 0; f0 < F; f0 += block) {
-      double acc[block];
-      index_t const m = std::min(block, F - f0);
-      std::copy(gw + o * F + f0, gw + o * F + f0 + m, acc);
-      if (m == block) {
-        for (index_t n = 0; n < rows; ++n) {
-          double const d = dy[n * O + o];
-          T const* xr = x + n * F + f0;
-#pragma omp simd
-          for (index_t k = 0; k < block; ++k) acc[k] += d * xr[k];
-        }
-      } else {
-        for (index_t n = 0; n < rows; ++n) {
-          double const d = dy[n * O + o];
-          T const* xr = x + n * F + f0;
-#pragma omp simd
-          for (index_t k = 0; k < m; ++k) acc[k] += d * xr[k];
-        }
-      }
-      std::copy(acc, acc + m, gw + o * F + f0);
-    }
+    index_t f0 = 0;
+    for (; f0 + wide <= F; f0 += wide) weight_block<true>(rows, F, O, x, dy, o, f0, wide, gw);
+    if (f0 < F) weight_block<false>(rows, F, O, x, dy, o, f0, F - f0, gw);
     if (gb) {
       double sb = 0;
       for (index_t n = 0; n < rows; ++n) sb += dy[n * O + o];
-      gb[o] += sb;
+      gb[o] = sb;
     }
   }
 }

@@ -19,7 +19,7 @@ halox::index_t fc_forward_scratch(halox::index_t F, halox::index_t O);
 template <class T> void fc_forward(halox::index_t rows, halox::index_t F, halox::index_t O,
                                    T const* x, T const* w, T const* b, T* y, T* wt);
 
-/// gw[o, f] += sum over n of dy[n, o] x[n, f] and, when `gb` is not null, gb[o] += sum over n
+/// gw[o, f] = sum over n of dy[n, o] x[n, f] and, when `gb` is not null, gb[o] = sum over n
 /// of dy[n, o], in double, each sum over the rows in ascending order. For float the products
 /// are exact in double, so every clone gives the same bits.
 template <class T> void fc_weight_sums(halox::index_t rows, halox::index_t F, halox::index_t O,

@@ -337,23 +337,16 @@ private:
       T const scale = T(1 / (1 - p_));
       keep_.resize(static_cast<std::size_t>(desc_.owned_box().volume())); // once
       std::uint8_t* k = keep_.data();
-      if (draw) {
-        mixer const h(c.seed, c.step, index_);
-        std::uint64_t const least = uniform01_threshold(p_); // keep: uniform01(hash) >= p
-        for_each_owned_run(*in.desc, *out.desc,
-                           [&](index_t i, index_t o, index_t g, index_t n, index_t si, index_t so) {
+      mixer const h(c.seed, c.step, index_);
+      std::uint64_t const least = uniform01_threshold(p_); // keep: uniform01(hash) >= p
+      for_each_owned_run(*in.desc, *out.desc,
+                         [&](index_t i, index_t o, index_t g, index_t n, index_t si, index_t so) {
+                           if (draw)
                              for (index_t e = 0; e < n; ++e)
                                k[e] = (h(static_cast<std::uint64_t>(g + e)) >> 11) >= least;
-                             mask_run(a + i, si, b + o, so, k, n, scale);
-                             k += n;
-                           });
-      } else {
-        for_each_owned_run(*in.desc, *out.desc,
-                           [&](index_t i, index_t o, index_t, index_t n, index_t si, index_t so) {
-                             mask_run(a + i, si, b + o, so, k, n, scale);
-                             k += n;
-                           });
-      }
+                           mask_run(a + i, si, b + o, so, k, n, scale);
+                           k += n;
+                         });
     }
     c.times->compute += now() - t0;
   }
@@ -486,7 +479,7 @@ public:
     // Partial sums in double, all-reduced in double and rounded once: the result then hardly
     // depends on how the samples are split over the ranks.
     std::size_t const nb = lp_.bias >= 0 ? static_cast<std::size_t>(O) : 0;
-    sums_.assign(w.value.size() + nb, 0.0);
+    sums_.resize(w.value.size() + nb); // once; fc_weight_sums overwrites every sum
     fc_weight_sums(rows, F, O, X, DY, sums_.data(), nb ? sums_.data() + w.value.size() : nullptr);
     target_ = {&sums_, &w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr};
     if (c.exact_grads) {

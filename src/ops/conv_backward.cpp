@@ -155,12 +155,11 @@ template <class T> void backward_weights_impl(char const* op, const_block_ref<T>
 // shorter than that (the 7-wide maps of a small network, cut further by a spatial split) are
 // summed column by column instead (`by_column`): one accumulator per column, the same vector
 // adds. Only additions, in an order fixed by the code, so every clone gives the same bits.
-constexpr int bias_lanes = 32;
-constexpr index_t bias_short_run = bias_lanes;
+constexpr index_t bias_lanes = 32;
 template <class T> HALOX_SIMD_CLONES double channel_sum(block3<T const> const& b, box3 const& ob,
                                                         index_t c, index_t rows, index_t run,
                                                         bool unit, bool by_column) {
-  double acc[bias_short_run] = {}; // `bias_lanes` of them, or one per column
+  double acc[bias_lanes] = {}; // one per lane, or one per column
   for (index_t n = 0; n < b.n; ++n)
     for (index_t i0 = ob.lo[0]; i0 < ob.hi[0]; ++i0)
       for (index_t r = 0; r < rows; ++r) {
@@ -175,7 +174,7 @@ template <class T> HALOX_SIMD_CLONES double channel_sum(block3<T const> const& b
         }
         index_t i = 0;
         for (; i + bias_lanes <= run; i += bias_lanes)
-          for (int l = 0; l < bias_lanes; ++l) acc[l] += static_cast<double>(row[i + l]);
+          for (index_t l = 0; l < bias_lanes; ++l) acc[l] += static_cast<double>(row[i + l]);
         for (index_t l = 0; l < run - i; ++l) acc[l] += static_cast<double>(row[i + l]);
       }
   double s = 0;
@@ -194,7 +193,7 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
   bool const planes = unit && b.str[1] == ob.extent(2);
   index_t const run = planes ? ob.extent(1) * ob.extent(2) : ob.extent(2);
   index_t const rows = planes ? 1 : ob.extent(1);
-  bool const by_column = unit && run < bias_short_run;
+  bool const by_column = unit && run < bias_lanes;
   // The sums are in a function of their own: the clones (simd_clones.hpp) would not reach the
   // body of an OpenMP region, which the compiler outlines.
 #pragma omp parallel for schedule(static) if (b.n * b.c * ob.volume() >= parallel_min_work)
