@@ -4,6 +4,7 @@
 #include "layers.hpp"
 
 #include "fc_kernels.hpp"
+#include "grad_reducer.hpp"
 #include "transfer.hpp"
 
 #include <halox/error.hpp>
@@ -49,11 +50,11 @@ template <class T> struct sum_target {
   }
 };
 
-// Lists `t.sums` (partial sums in double) in the step's gradient bucket and, once the step has
+// Lists `t.sums` (partial sums in double) in the step's gradient buckets and, once the step has
 // summed it, rounds the totals into the target. The layer keeps `t`, so the finisher captures
 // one pointer and fits in std::function's inline storage: a step allocates nothing here.
 template <class T> void post_sums(sum_target<T> const& t, step_context const& c) {
-  c.bucket->push_back({t.sums->data(), t.sums->size(), true});
+  c.grads->add({t.sums->data(), t.sums->size(), true});
   sum_target<T> const* tp = &t;
   c.finish->push_back([tp] { tp->round(); });
 }
@@ -107,11 +108,11 @@ public:
     };
     if (!c.exact_grads) {
       // The operator leaves dw and db as this rank's partial sums (reduce_gradients = false);
-      // the step sums them with the other layers' in one all-reduce (the gradient bucket).
+      // the step sums them with the other layers' (the gradient buckets).
       run(ops::tensor_ref<T>(w.grad.data(), w.shape), db);
       c.times->add(op_.timings());
-      c.bucket->push_back({w.grad.data(), w.grad.size(), false});
-      if (db) c.bucket->push_back({db, ps_.params[lp_.bias].grad.size(), false});
+      c.grads->add({w.grad.data(), w.grad.size(), false});
+      if (db) c.grads->add({db, ps_.params[lp_.bias].grad.size(), false});
       return;
     }
     run(ops::tensor_ref<T>{}, nullptr); // dx only
@@ -140,7 +141,7 @@ public:
 private:
   static ops::dist_options options(build_options const& bo) {
     ops::dist_options o = op_options(bo);
-    o.reduce_gradients = false; // summed by the step: the bucket, or exact sums in double
+    o.reduce_gradients = false; // summed by the step: the buckets, or exact sums in double
     return o;
   }
   static ops::conv_params params(layer_spec const& s) {
@@ -449,7 +450,7 @@ private:
 
 // Fully connected, sample-parallel: each rank multiplies its own samples by the replicated
 // weights. The weight and bias gradients are partial sums over the rank's samples (in
-// double), rounded to T and summed over the ranks in T in the step's gradient bucket, or with
+// double), rounded to T and summed over the ranks in T in the step's gradient buckets, or with
 // exact_grads summed in double there and rounded once.
 template <class T> class fc_layer final : public layer<T> {
 public:
@@ -486,9 +487,9 @@ public:
       c.times->compute += now() - t0;
       post_sums(target_, c);
     } else {
-      target_.round(); // this rank's partial sums, summed over the ranks in the bucket
-      c.bucket->push_back({w.grad.data(), w.grad.size(), false});
-      if (nb) c.bucket->push_back({ps_.params[lp_.bias].grad.data(), nb, false});
+      target_.round(); // this rank's partial sums, summed over the ranks in the buckets
+      c.grads->add({w.grad.data(), w.grad.size(), false});
+      if (nb) c.grads->add({ps_.params[lp_.bias].grad.data(), nb, false});
       c.times->compute += now() - t0;
     }
     double const t1 = now();

@@ -51,6 +51,8 @@ struct layer_clock {
   long steps = 0;  ///< steps summed
 };
 
+class grad_reducer;
+
 /// A parameter gradient (`count` elements of the network's type at `data`) that holds this
 /// rank's partial sum after backward; the step sums it over the ranks. `in_double`: `count`
 /// doubles instead (exact_grads' partial sums, which a finisher rounds into the gradients).
@@ -66,10 +68,10 @@ struct step_context {
   std::uint64_t seed = 0;       ///< the run's seed (dropout masks)
   std::uint64_t step = 0;       ///< global step number (dropout masks)
   phase_times* times = nullptr; ///< where the layer adds its time
-  /// The gradient bucket: layers leave their weight and bias gradients as partial sums and
-  /// list them here, in backward order (the same on every rank); after backward the step sums
-  /// them over the ranks in one all-reduce per element type, instead of one per layer.
-  std::vector<grad_part>* bucket = nullptr;
+  /// The gradient buckets: layers leave their weight and bias gradients as partial sums and
+  /// add them here, in backward order (the same on every rank); the reducer sums them over the
+  /// ranks in buckets that start while the layers below run backward.
+  grad_reducer* grads = nullptr;
   /// Run once the bucket is summed: turn double sums into the parameter gradients.
   std::vector<std::function<void()>>* finish = nullptr;
   /// Convolution and FC weight gradients accumulated in double and summed in double across

@@ -1,5 +1,7 @@
 #include "network.hpp"
 
+#include "grad_reducer.hpp"
+
 #include <halox/error.hpp>
 #include <halox/ops/tensor_ref.hpp>
 #include <halox/ops/window.hpp>
@@ -290,6 +292,11 @@ template <class T> void network<T>::backward(step_context const& c) {
     if (!fused_away_[i])
       layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
     if (i > 0 && !local_[i]) moves_[i]->backward(*din_[i].buf, *dout_[i - 1].buf, *c.times);
+    if (c.grads) { // the gradient buckets started so far move while the layers below compute
+      double const t0 = now();
+      c.grads->progress();
+      c.times->allreduce += now() - t0;
+    }
     if (c.clock) tick(c, i, l0, c0, false);
   }
 }

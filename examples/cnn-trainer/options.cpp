@@ -90,6 +90,9 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --checkpoint FILE     save parameters and optimizer state at each epoch end and at the end
   --resume FILE         start from a checkpoint (any rank count or strategy)
   --print-every N       progress line every N steps                           [10]
+  --bucket-kb N|auto    sum the gradients over the ranks in buckets of N KiB, each started
+                        as soon as backward has filled it (0: one bucket after backward;
+                        auto: 16 under MPICH, 0 under other MPIs)             [auto]
   --debug-print         every rank prints, lines prefixed with [rank/size]
   --compare-log FILE    after training, compare the losses with another run's --log-json
   --rtol X              relative tolerance of --compare-log                   [1e-4]
@@ -128,6 +131,15 @@ options parse_options(std::vector<std::string> const& args) {
       {"--checkpoint", [&](auto const& v) { o.checkpoint = v; }},
       {"--resume", [&](auto const& v) { o.resume = v; }},
       {"--print-every", [&](auto const& v) { o.print_every = to_long("--print-every", v, 1); }},
+      {"--bucket-kb",
+       [&](auto const& v) {
+         char* end = nullptr;
+         long const kb = v == "auto" ? -1 : std::strtol(v.c_str(), &end, 10);
+         if (v != "auto" && (v.empty() || *end != '\0' || kb < 0 || kb > (1L << 20)))
+           bad("--bucket-kb " + v + ": expected auto or a size in KiB from 0 (one bucket) to " +
+               "1048576 (1 GiB)");
+         o.bucket_kb = kb;
+       }},
       {"--compare-log", [&](auto const& v) { o.compare_log = v; }},
       {"--expect-accuracy",
        [&](auto const& v) { o.expect_accuracy = to_double("--expect-accuracy", v, 0, 1); }},

@@ -36,8 +36,11 @@ struct options {
   std::string compare_log;     ///< a --log-json file whose losses this run must match
   double expect_accuracy = -1; ///< fail unless the last test accuracy reaches this
   double rtol = 1e-4;          ///< relative tolerance of that comparison
-  bool describe = false;       ///< print the layers, grids and moves
-  bool profile = false;        ///< print each layer's time per step at the end
+  /// Gradient all-reduce buckets of this many KiB, started during backward (0: one bucket
+  /// after backward; -1: the MPI library's default, grad_reducer::default_bucket_bytes).
+  long bucket_kb = -1;
+  bool describe = false; ///< print the layers, grids and moves
+  bool profile = false;  ///< print each layer's time per step at the end
   /// How halo exchanges, gathers and redistributions move data: a host backend's name, checked
   /// to be available in this build (default: ucx where halox was built with UCX, else mpi_pack).
   std::string backend = default_backend();

@@ -2,6 +2,7 @@
 
 #include "checkpoint.hpp"
 #include "data.hpp"
+#include "grad_reducer.hpp"
 #include "network.hpp"
 #include "optimizer.hpp"
 #include "report.hpp"
@@ -35,33 +36,6 @@ std::string family(std::string const& name) {
 }
 
 template <class T> MPI_Datatype mpi_type() { return sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE; }
-
-// The gradient bucket's members of one element type (doubles when `in_double`, else T's)
-// copied one after another into `buf`; returns how many values.
-template <class V>
-std::size_t pack(std::vector<grad_part> const& parts, bool in_double, std::vector<V>& buf) {
-  std::size_t n = 0;
-  for (grad_part const& g : parts) {
-    if (g.in_double != in_double) continue;
-    HALOX_REQUIRE(n + g.count <= buf.size(), halox::errc::internal,
-                  "halox-train: the gradient bucket holds " + std::to_string(buf.size()) +
-                      " values but the layers listed more");
-    std::copy_n(static_cast<V const*>(g.data), g.count, buf.data() + n);
-    n += g.count;
-  }
-  return n;
-}
-
-// The summed values back into those members.
-template <class V>
-void unpack(std::vector<V> const& buf, bool in_double, std::vector<grad_part> const& parts) {
-  std::size_t n = 0;
-  for (grad_part const& g : parts) {
-    if (g.in_double != in_double) continue;
-    std::copy_n(buf.data() + n, g.count, static_cast<V*>(g.data));
-    n += g.count;
-  }
-}
 
 // Networks are built per batch size (the last mini-batch and the test batches may be
 // smaller); building is collective, and every rank meets the same sizes in the same order.
@@ -145,8 +119,6 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   bo.deterministic = o.deterministic;
   bo.exchange = halox::backend_from_string(o.backend);
   network_cache<T> nets(m, ps, lp, grids, bo);
-  MPI_Comm grad_comm = MPI_COMM_NULL; // the trainer's own, for the gradient all-reduces
-  MPI_Comm_dup(world, &grad_comm);
   sgd const opt{o.lr, o.momentum, o.weight_decay};
 
   index_t const ntrain = data->size(split::train);
@@ -161,19 +133,22 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   network<T>& first = nets.get(std::min<index_t>(o.batch, ntrain));
   if (o.describe) out.text(first.describe());
 
+  // The layers' partial gradients: in T, or with --deterministic (exact_grads) partial sums
+  // in double; a member of the other type is an internal error. Made out here: its destructor
+  // frees a communicator, which only a clean end of the loop may do.
+  std::size_t const nt = static_cast<std::size_t>(trainable);
+  std::size_t const bucket =
+      o.bucket_kb >= 0 ? static_cast<std::size_t>(o.bucket_kb) * 1024 : grad_reducer::auto_bucket;
+  grad_reducer grads(world, mpi_type<T>(), sizeof(T), o.deterministic ? 0 : nt,
+                     o.deterministic ? nt : 0, bucket);
+  if (o.describe) out.text(grads.describe() + "\n");
+
   int status = 0;
   try {
     std::vector<index_t> order, ids;
     int order_epoch = -1;
     // Reused from step to step (cleared, not reallocated).
-    std::vector<MPI_Request> pending;
     std::vector<std::function<void()>> finish;
-    std::vector<grad_part> parts; // the gradient bucket's members, this step
-    // Their values packed for the all-reduce: partial gradients in T, or with --deterministic
-    // (exact_grads) partial sums in double; a part of the other type is an internal error.
-    std::size_t const nt = static_cast<std::size_t>(trainable);
-    std::vector<T> bucket(o.deterministic ? 0 : nt);
-    std::vector<double> bucket64(o.deterministic ? nt : 0);
     epoch_stats ep;
     // --profile: the steps after the first few (kernel generation, first touches, measured
     // overlap) are timed layer by layer.
@@ -196,38 +171,20 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       ids.assign(order.begin() + b * o.batch,
                  order.begin() + std::min<index_t>(ntrain, (b + 1) * o.batch));
       phase_times t;
-      pending.clear();
       finish.clear();
-      parts.clear();
-      step_context c{true,    o.seed,         static_cast<std::uint64_t>(s), &t, &parts,
+      step_context c{true,    o.seed,         static_cast<std::uint64_t>(s), &t, &grads,
                      &finish, o.deterministic};
       if (o.profile && s >= profile_from) c.clock = &clock;
       double const t0 = now();
       loss_sums l =
           run_batch(nets.get(static_cast<index_t>(ids.size())), *data, split::train, ids, c);
       double const tw = now();
-      // The layers' partial gradients in one all-reduce per element type: on small networks
-      // one call on the whole bucket costs less than a call per layer overlapped with backward.
-      std::size_t const packed = pack(parts, false, bucket);
-      if (packed) {
-        pending.emplace_back();
-        MPI_Iallreduce(MPI_IN_PLACE, bucket.data(), static_cast<int>(packed), mpi_type<T>(),
-                       MPI_SUM, grad_comm, &pending.back());
-      }
-      std::size_t const packed64 = pack(parts, true, bucket64);
-      if (packed64) {
-        pending.emplace_back();
-        MPI_Iallreduce(MPI_IN_PLACE, bucket64.data(), static_cast<int>(packed64), MPI_DOUBLE,
-                       MPI_SUM, grad_comm, &pending.back());
-      }
       // The loss and hit counts travel beside the gradient all-reductions rather than in a
       // blocking all-reduce of their own after them: one wait ends the step's communication.
       double v[2] = {l.loss, l.correct};
-      pending.emplace_back();
-      MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, world, &pending.back());
-      MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
-      unpack(bucket, false, parts);
-      unpack(bucket64, true, parts);
+      MPI_Request loss_sum = MPI_REQUEST_NULL;
+      MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, world, &loss_sum);
+      grads.wait(&loss_sum);
       for (auto& f : finish) f();
       t.allreduce += now() - tw;
       double const to = now();
@@ -280,7 +237,6 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     MPI_Abort(world, 3);
   }
   if (!o.compare_log.empty()) status = std::max(status, out.compare(o.compare_log, o.rtol, world));
-  MPI_Comm_free(&grad_comm);
   return status;
 }
 

@@ -1,6 +1,7 @@
 #include "ops/bn_affine.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/geometry.hpp"
+#include "ops/parallel.hpp"
 #include "ops/per_channel.hpp"
 
 #include <halox/error.hpp>
@@ -66,8 +67,7 @@ template <class T> void bn_partial_stats_into(const_tensor_ref<T> x, bn_stats& s
   s.mean.assign(g.c, 0.0);
   s.m2.assign(g.c, 0.0);
   if (s.count == 0) return;
-#pragma omp parallel for schedule(static) if (s.count * g.c >= detail::parallel_min_work)
-  for (index_t c = 0; c < g.c; ++c) {
+  detail::parallel_for(g.c, detail::use_threads(s.count * g.c), [&](index_t c) {
     double sum = 0;
     detail::for_channel(g, c, [&](index_t o) { sum += static_cast<double>(x.data[o]); });
     double const mean = sum / static_cast<double>(s.count);
@@ -78,7 +78,7 @@ template <class T> void bn_partial_stats_into(const_tensor_ref<T> x, bn_stats& s
     });
     s.mean[c] = mean;
     s.m2[c] = m2;
-  }
+  });
 }
 
 void bn_merge_stats(bn_stats& into, bn_stats const& other) {
@@ -165,14 +165,13 @@ template <class T> void bn_apply(const_tensor_ref<T> x, bn_moments const& m, T c
   auto gy = detail::split(op, "y", y);
   detail::require_same(op, "y", y.shape, "x", x.shape);
   detail::require_moments(op, m, gx.c);
-#pragma omp parallel for schedule(static) if (gx.n * gx.inner * gx.c >= detail::parallel_min_work)
-  for (index_t c = 0; c < gx.c; ++c) {
+  detail::parallel_for(gx.c, detail::use_threads(gx.n * gx.inner * gx.c), [&](index_t c) {
     double const scale = m.invstd[c] * (gamma ? static_cast<double>(gamma[c]) : 1.0);
     double const shift = (beta ? static_cast<double>(beta[c]) : 0.0) - m.mean[c] * scale;
     detail::for_channel2(gx, gy, c, [&](index_t ox, index_t oy) {
       y.data[oy] = static_cast<T>(static_cast<double>(x.data[ox]) * scale + shift);
     });
-  }
+  });
 }
 
 template <class T> bn_grad_sums bn_backward_partial(const_tensor_ref<T> x, const_tensor_ref<T> dy,
@@ -192,8 +191,7 @@ template <class T> void bn_backward_partial_into(const_tensor_ref<T> x, const_te
   s.count = gx.n * gx.inner;
   s.sum_dy.assign(gx.c, 0.0);
   s.sum_dy_xhat.assign(gx.c, 0.0);
-#pragma omp parallel for schedule(static) if (gx.n * gx.inner * gx.c >= detail::parallel_min_work)
-  for (index_t c = 0; c < gx.c; ++c) {
+  detail::parallel_for(gx.c, detail::use_threads(gx.n * gx.inner * gx.c), [&](index_t c) {
     double sd = 0, sdx = 0;
     detail::for_channel2(gx, gd, c, [&](index_t ox, index_t od) {
       double const g = static_cast<double>(dy.data[od]);
@@ -202,7 +200,7 @@ template <class T> void bn_backward_partial_into(const_tensor_ref<T> x, const_te
     });
     s.sum_dy[c] = sd;
     s.sum_dy_xhat[c] = sdx * m.invstd[c];
-  }
+  });
 }
 
 void bn_merge_grad_sums(bn_grad_sums& into, bn_grad_sums const& other) {
@@ -232,8 +230,7 @@ void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments
   detail::require_same(op, "dx", dx.shape, "x", x.shape);
   detail::require_moments(op, m, gx.c);
   if (training) detail::require_grad_sums(op, total, gx.c);
-#pragma omp parallel for schedule(static) if (gx.n * gx.inner * gx.c >= detail::parallel_min_work)
-  for (index_t c = 0; c < gx.c; ++c) {
+  detail::parallel_for(gx.c, detail::use_threads(gx.n * gx.inner * gx.c), [&](index_t c) {
     double const k = m.invstd[c] * (gamma ? static_cast<double>(gamma[c]) : 1.0);
     double mdy = 0, mdyx = 0;
     if (training) {
@@ -253,7 +250,7 @@ void bn_backward_apply(const_tensor_ref<T> x, const_tensor_ref<T> dy, bn_moments
                                  dx.data[bo + oo] = static_cast<T>(k * (g - mdy - xhat * mdyx));
                                });
     }
-  }
+  });
 }
 
 template <class T> void bn_param_grads(bn_grad_sums const& total, T* dgamma, T* dbeta) {

@@ -1,6 +1,7 @@
 #include "ops/conv_common.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/gemm.hpp"
+#include "ops/parallel.hpp"
 #include "ops/simd_clones.hpp"
 
 #include <halox/error.hpp>
@@ -28,9 +29,8 @@ template <class T> void backward_data_kernel(conv_problem const& cp, block3<T co
   if (npos == 0 || dx.n == 0 || cp.cin == 0) return;
   index_t const width = gemm_columns(cp.w.in[0] * cp.w.in[1] * cp.w.in[2]);
   index_t const nchunks = (npos + width - 1) / width, items = dx.n * nchunks;
-  bool const par = items > 1 && dx.n * npos * kdim * cp.cin >= parallel_min_work;
-#pragma omp parallel if (par)
-  {
+  bool const par = items > 1 && use_threads(dx.n * npos * kdim * cp.cin);
+  parallel_region(par, [&] {
     // Per-thread tables and matrices, kept between calls: steady-state steps allocate nothing.
     thread_local std::vector<index_t> off, xoff;
     thread_local std::vector<T> col, out;
@@ -50,7 +50,7 @@ template <class T> void backward_data_kernel(conv_problem const& cp, block3<T co
         for (index_t p = 0; p < pc; ++p) xp[xoff[p]] = src[p];
       }
     }
-  }
+  });
 }
 
 // dW += dy(ob) * im2col(x)^T, with per-thread double accumulators summed in thread order so
@@ -64,10 +64,10 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
   if (npos == 0 || x.n == 0 || wsize == 0) return;
   index_t const width = gemm_columns(cp.w.out[0] * cp.w.out[1] * cp.w.out[2]);
   index_t const nchunks = (npos + width - 1) / width, items = x.n * nchunks;
+  bool const par = items > 1 && use_threads(x.n * npos * kdim * cp.cout);
   int nthreads = 1;
 #ifdef _OPENMP
-  if (items > 1 && x.n * npos * kdim * cp.cout >= parallel_min_work)
-    nthreads = omp_get_max_threads();
+  if (par) nthreads = omp_get_max_threads();
 #endif
   // Kept between calls (on the calling thread), as are the per-thread buffers below.
   // A thread_local names each thread's own copy inside the parallel region: share the caller's
@@ -75,8 +75,7 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
   thread_local std::vector<std::vector<double>> callers_partial;
   std::vector<std::vector<double>>& partial = callers_partial;
   partial.resize(static_cast<std::size_t>(nthreads));
-#pragma omp parallel num_threads(nthreads)
-  {
+  parallel_region(par, [&] {
     int tid = 0;
 #ifdef _OPENMP
     tid = omp_get_thread_num();
@@ -105,7 +104,7 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
       gemm<T>(true, cp.cout, kdim, width, dyc.data(), width, col.data(), width, out.data(), kdim);
       for (std::size_t i = 0; i < wsize; ++i) acc[i] += static_cast<double>(out[i]);
     }
-  }
+  });
   for (int t = 0; t < nthreads; ++t) {
     std::vector<double> const& acc = partial[static_cast<std::size_t>(t)];
     for (std::size_t i = 0; i < acc.size(); ++i) total[i] += acc[i];
@@ -196,9 +195,9 @@ void backward_bias_impl(char const* op, const_block_ref<T> const& dy, box const&
   bool const by_column = unit && run < bias_lanes;
   // The sums are in a function of their own: the clones (simd_clones.hpp) would not reach the
   // body of an OpenMP region, which the compiler outlines.
-#pragma omp parallel for schedule(static) if (b.n * b.c * ob.volume() >= parallel_min_work)
-  for (index_t c = 0; c < b.c; ++c)
+  parallel_for(b.c, use_threads(b.n * b.c * ob.volume()), [&](index_t c) {
     db[c] += static_cast<T>(channel_sum(b, ob, c, rows, run, unit, by_column));
+  });
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 #include "ops/conv_common.hpp"
 #include "ops/gemm.hpp"
+#include "ops/parallel.hpp"
 
 #include <halox/error.hpp>
 #include <halox/ops/conv.hpp>
@@ -82,9 +83,8 @@ template <class T> void forward_kernel(conv_problem const& cp, block3<T const> c
   if (npos == 0 || x.n == 0 || cp.cout == 0) return;
   index_t const width = gemm_columns(cp.w.out[0] * cp.w.out[1] * cp.w.out[2]);
   index_t const nchunks = (npos + width - 1) / width, items = x.n * nchunks;
-  bool const par = items > 1 && x.n * npos * kdim * cp.cout >= parallel_min_work;
-#pragma omp parallel if (par)
-  {
+  bool const par = items > 1 && use_threads(x.n * npos * kdim * cp.cout);
+  parallel_region(par, [&] {
     // Per-thread tables and matrices, kept between calls: steady-state steps allocate nothing.
     thread_local std::vector<index_t> off, yoff;
     thread_local std::vector<T> col, out;
@@ -105,7 +105,7 @@ template <class T> void forward_kernel(conv_problem const& cp, block3<T const> c
         for (index_t p = 0; p < pc; ++p) yp[yoff[p]] = op[p] + b;
       }
     }
-  }
+  });
 }
 
 template <class T> void forward_impl(char const* op, const_block_ref<T> const& x,

@@ -8,6 +8,7 @@
 
 #include "ops/elementwise.hpp"
 #include "ops/geometry.hpp"
+#include "ops/parallel.hpp"
 #include "ops/per_channel.hpp"
 #include "ops/scratch.hpp"
 #include "ops/simd_clones.hpp"
@@ -172,7 +173,7 @@ template <class F> void for_each_chunk(per_channel const& a, per_channel const& 
                        std::min(ch, len - i));
                  });
   };
-  if (a.n > 1 && a.n * a.c * a.inner >= parallel_min_work) {
+  if (a.n > 1 && use_threads(a.n * a.c * a.inner)) {
 #pragma omp parallel for schedule(static)
     for (index_t n = 0; n < a.n; ++n) sample(n);
   } else {

@@ -7,6 +7,7 @@
 
 #include "ops/bn_affine.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/parallel.hpp"
 #include "ops/per_channel.hpp"
 
 #include <string>
@@ -91,7 +92,7 @@ void dx_run(T const* x, T const* dy, T* dx, index_t n, dx_coefficients const& q)
 }
 
 // Threads across channels only for large tensors, as the reference kernels decide.
-bool parallel(per_channel const& g) { return g.n * g.inner * g.c >= parallel_min_work; }
+bool parallel(per_channel const& g) { return use_threads(g.n * g.inner * g.c); }
 
 // True when a plane of `shape` with `strides` is one contiguous run (row-major, no gaps).
 bool one_run(dims const& shape, dims const& strides) {

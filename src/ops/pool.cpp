@@ -1,4 +1,5 @@
 #include "ops/geometry.hpp"
+#include "ops/parallel.hpp"
 
 #include <halox/error.hpp>
 #include <halox/ops/pool.hpp>
@@ -52,8 +53,7 @@ template <class T> void forward_kernel(window3 const& w, pool_params const& p,
                                        block3<T const> const& x, block3<T> const& y,
                                        box3 const& ob) {
   index_t const planes = x.n * x.c;
-#pragma omp parallel for schedule(static) if (planes * ob.volume() * w.kvol() >= parallel_min_work)
-  for (index_t pl = 0; pl < planes; ++pl) {
+  parallel_for(planes, use_threads(planes * ob.volume() * w.kvol()), [&](index_t pl) {
     index_t const n = pl / x.c, c = pl % x.c;
     index_t o[s3];
     for (o[0] = ob.lo[0]; o[0] < ob.hi[0]; ++o[0])
@@ -73,7 +73,7 @@ template <class T> void forward_kernel(window3 const& w, pool_params const& p,
           }
           y.data[y.offset(n, c, o[0], o[1], o[2])] = r;
         }
-  }
+  });
 }
 
 bool inside(box3 const& b, index_t g0, index_t g1, index_t g2) {
@@ -88,8 +88,7 @@ template <class T> void backward_kernel(window3 const& w, pool_params const& p,
                                         block3<T> const& dx, box3 const& ib) {
   box3 const ob = output_footprint(w, ib);
   index_t const planes = dx.n * dx.c;
-#pragma omp parallel for schedule(static) if (planes * ob.volume() * w.kvol() >= parallel_min_work)
-  for (index_t pl = 0; pl < planes; ++pl) {
+  parallel_for(planes, use_threads(planes * ob.volume() * w.kvol()), [&](index_t pl) {
     index_t const n = pl / dx.c, c = pl % dx.c;
     for (index_t i0 = ib.lo[0]; i0 < ib.hi[0]; ++i0)
       for (index_t i1 = ib.lo[1]; i1 < ib.hi[1]; ++i1)
@@ -111,7 +110,7 @@ template <class T> void backward_kernel(window3 const& w, pool_params const& p,
             });
           }
         }
-  }
+  });
 }
 
 void require_match(char const* op, char const* a, dims const& sa, char const* b, dims const& sb) {
