@@ -1,18 +1,8 @@
 #include "fc_kernels.hpp"
 
-#include <algorithm>
+#include "simd_clones.hpp"
 
-// The library's internal multiversioning macro is not part of its public API, which is all the
-// trainer uses, so the trainer names the clones itself.
-// A helper they call is compiled once, for the baseline, unless it is inlined into each clone:
-// TRAINER_CLONE_INLINE makes sure it is.
-#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 14 : defined(__GNUC__))
-#define TRAINER_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#define TRAINER_CLONE_INLINE __attribute__((always_inline)) inline
-#else
-#define TRAINER_SIMD_CLONES
-#define TRAINER_CLONE_INLINE inline
-#endif
+#include <algorithm>
 
 namespace trainer {
 using halox::index_t;

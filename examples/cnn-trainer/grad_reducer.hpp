@@ -20,7 +20,7 @@ namespace trainer {
 ///
 /// Which size is best depends on the MPI library (AlexNet on 2 ranks of one node): with
 /// MPICH over UCX, 16 KiB buckets started during backward beat one 62 KiB bucket after it by
-/// 3-4 % of the step (each goes eagerly through shared memory, and most are summed before
+/// 0.7-3 % of the step (each goes eagerly through shared memory, and most are summed before
 /// backward ends); with Open MPI, whose non-blocking collectives cost more per call, one
 /// bucket is 4 % faster. `auto_bucket` takes that per library. (Timing the sizes in the first
 /// training steps was tried: a size reaches its steady speed only after tens of steps, so

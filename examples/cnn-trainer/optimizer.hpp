@@ -3,7 +3,14 @@
 // rank to the replicated parameters and their all-reduced gradients.
 #include "params.hpp"
 
+#include <cstddef>
+
 namespace trainer {
+
+/// One SGD update of n parameters: g = grad + wd * value, velocity = mu * velocity + g,
+/// value -= lr * velocity, element by element (a SIMD loop; simd_clones.hpp).
+template <class T>
+void sgd_update(std::size_t n, T* value, T const* grad, T* velocity, T wd, T mu, T lr);
 
 /// Hyper-parameters of the optimizer.
 struct sgd {
@@ -15,12 +22,8 @@ struct sgd {
   template <class T> void step(param_store<T>& ps) const {
     for (auto& p : ps.params) {
       if (!p.trainable) continue;
-      T const wd = p.decay ? T(weight_decay) : T(0), mu = T(momentum), a = T(lr);
-      for (std::size_t i = 0; i < p.value.size(); ++i) {
-        T const g = p.grad[i] + wd * p.value[i];
-        p.velocity[i] = mu * p.velocity[i] + g;
-        p.value[i] -= a * p.velocity[i];
-      }
+      sgd_update(p.value.size(), p.value.data(), p.grad.data(), p.velocity.data(),
+                 p.decay ? T(weight_decay) : T(0), T(momentum), T(lr));
     }
   }
 };
