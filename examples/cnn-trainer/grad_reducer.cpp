@@ -22,9 +22,9 @@ bool library_is_mpich() {
   return std::string(v, static_cast<std::size_t>(len)).find("MPICH") != std::string::npos;
 }
 
-} // namespace
+std::size_t default_bucket_bytes() { return library_is_mpich() ? 16 * 1024 : 0; }
 
-std::size_t grad_reducer::default_bucket_bytes() { return library_is_mpich() ? 16 * 1024 : 0; }
+} // namespace
 
 std::string grad_reducer::describe() const {
   return "gradient all-reduce: " + size_text(bucket_bytes_) +
@@ -83,12 +83,14 @@ void grad_reducer::start(stream& s, std::size_t n) {
   kicked_ = false;
 }
 
-void grad_reducer::progress() {
+void grad_reducer::progress(double& seconds) {
   if (kicked_ || pending_.empty()) return;
   kicked_ = true;
+  double const t0 = MPI_Wtime();
   int done = 0;
   MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE);
   if (done) pending_.clear();
+  seconds += MPI_Wtime() - t0;
 }
 
 void grad_reducer::wait(MPI_Request* also) {

@@ -27,10 +27,9 @@ namespace trainer {
 /// short trials chose wrongly.)
 class grad_reducer {
 public:
-  /// `bucket_bytes` that asks for the library's default (see the class comment).
+  /// `bucket_bytes` that asks for the library's default (see the class comment): 16 KiB
+  /// under MPICH, else 0 (one bucket).
   static constexpr std::size_t auto_bucket = ~std::size_t(0);
-  /// That default: 16 KiB under MPICH, else 0 (one bucket).
-  static std::size_t default_bucket_bytes();
 
   /// Sums over `comm` (duplicated: the reducer's messages never meet the caller's) members of
   /// MPI type `t` (`t_size` bytes each; at most `t_values` per step) and of double (at most
@@ -48,15 +47,14 @@ public:
   /// Drives the all-reductions started since the last call (between layers). One test per
   /// newly started bucket: with MPICH over UCX a test costs 1-2 us, so testing after every
   /// layer cost more than the overlap gained; the test after a start is what moves that
-  /// bucket's first messages (most MPIs progress only inside MPI calls).
-  void progress();
+  /// bucket's first messages (most MPIs progress only inside MPI calls). The time of that
+  /// test is added to `seconds`; the calls that have nothing to test cost no clock reads.
+  void progress(double& seconds);
   /// Ends the step's reduction: the members hold the sums over the ranks. `also`, when not
   /// null, is waited for with them (the loss reduction travels beside the gradients).
   void wait(MPI_Request* also);
 
-  /// The bucket size in use (0: one per element type).
-  [[nodiscard]] std::size_t bucket_bytes() const { return bucket_bytes_; }
-  /// One line for --describe.
+  /// One line for --describe: the bucket size in use.
   [[nodiscard]] std::string describe() const;
 
 private:

@@ -292,11 +292,8 @@ template <class T> void network<T>::backward(step_context const& c) {
     if (!fused_away_[i])
       layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
     if (i > 0 && !local_[i]) moves_[i]->backward(*din_[i].buf, *dout_[i - 1].buf, *c.times);
-    if (c.grads) { // the gradient buckets started so far move while the layers below compute
-      double const t0 = now();
-      c.grads->progress();
-      c.times->allreduce += now() - t0;
-    }
+    // The gradient buckets started so far move while the layers below compute.
+    if (c.grads) c.grads->progress(c.times->allreduce);
     if (c.clock) tick(c, i, l0, c0, false);
   }
 }

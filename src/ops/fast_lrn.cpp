@@ -173,12 +173,7 @@ template <class F> void for_each_chunk(per_channel const& a, per_channel const& 
                        std::min(ch, len - i));
                  });
   };
-  if (a.n > 1 && use_threads(a.n * a.c * a.inner)) {
-#pragma omp parallel for schedule(static)
-    for (index_t n = 0; n < a.n; ++n) sample(n);
-  } else {
-    for (index_t n = 0; n < a.n; ++n) sample(n);
-  }
+  parallel_for(a.n, a.n > 1 && use_threads(a.n * a.c * a.inner), sample);
 }
 
 template <class T, power P> void forward_all(const_tensor_ref<T> const& x, tensor_ref<T> const& y,

@@ -123,16 +123,14 @@ void plane_runs(per_channel const& g, dims const& sb, dims const& sc, bool whole
 // that costs a quarter of the time. Each channel sees its planes in increasing n either way, so
 // its sums are added in the same order whichever way runs.
 template <class F> void for_each_plane(per_channel const& g, F&& f) {
-  if (parallel(g)) {
-#pragma omp parallel for schedule(static)
-    for (index_t c = 0; c < g.c; ++c)
+  bool const par = parallel(g);
+  if (par || g.sn < g.sc) {
+    parallel_for(g.c, par, [&](index_t c) {
       for (index_t n = 0; n < g.n; ++n) f(n, c);
-  } else if (g.sn >= g.sc) {
+    });
+  } else {
     for (index_t n = 0; n < g.n; ++n)
       for (index_t c = 0; c < g.c; ++c) f(n, c);
-  } else {
-    for (index_t c = 0; c < g.c; ++c)
-      for (index_t n = 0; n < g.n; ++n) f(n, c);
   }
 }
 
