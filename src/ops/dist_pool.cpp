@@ -75,7 +75,10 @@ template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view 
   detail::run_tuned(
       L.opt, L.fwd_tune, L.tune_comm.get(), L.fwd_polls, L.in->grid().comm(),
       [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior, L.fwd_boundary, L.out_own,
-      [&](box const& b, bool) { impl_->k.pool_forward_box(xb, L.in_ext, yb, b, impl_->p); }, t);
+      [&](box const& b, bool) {
+        impl_->k.pool_forward_box(xb, L.in_ext, yb, b, impl_->p, /*keep=*/true);
+      },
+      t);
   t.total = MPI_Wtime() - t0;
 }
 
@@ -101,7 +104,9 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
       [&] { gather.start(dy, ws); }, [&] { gather.wait(); }, L.bwd_interior, L.bwd_boundary,
       L.in_own,
       [&](box const& b, bool gathered) {
-        I.k.pool_backward_box(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p);
+        // x is the buffer of the last forward, unchanged since (the documented contract)
+        I.k.pool_backward_box(xb, gathered ? dy_ws : dy_own, L.in_ext, dxb, b, I.p,
+                              /*x_kept=*/is_max);
       },
       t);
   t.total = MPI_Wtime() - t0;

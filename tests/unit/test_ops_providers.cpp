@@ -184,8 +184,11 @@ template <class T> double conv_vs_reference(compute_provider prov, conv_case con
                    rel_err(d(dw), d(dw_ref)), rel_err(d(db), d(db_ref))});
 }
 
+// `kept`: forward keeps the winners and backward is told x is unchanged since (as dist_pool
+// calls them); the boxes of the two passes differ, so only some backward boxes find theirs.
 template <class T> double pool_vs_reference(compute_provider prov, std::vector<index_t> const& xs,
-                                            ops::pool_params const& p, std::uint64_t seed) {
+                                            ops::pool_params const& p, std::uint64_t seed,
+                                            bool kept = false) {
   std::mt19937_64 g(seed);
   auto const ys = ops::pool_output_shape(xs, p);
   std::vector<index_t> const in_ext(xs.begin() + 2, xs.end()), out_ext(ys.begin() + 2, ys.end());
@@ -201,9 +204,9 @@ template <class T> double pool_vs_reference(compute_provider prov, std::vector<i
   xp.set(xv);
   dyp.set(dyv);
   for (auto const& ob : partition(out_ext, cuts_for(out_ext, g)))
-    k.pool_forward_box(xp.block(), in_ext, yp.block(), ob, p);
+    k.pool_forward_box(xp.block(), in_ext, yp.block(), ob, p, kept);
   for (auto const& ib : partition(in_ext, cuts_for(in_ext, g)))
-    k.pool_backward_box(xp.block(), dyp.block(), in_ext, dxp.block(), ib, p);
+    k.pool_backward_box(xp.block(), dyp.block(), in_ext, dxp.block(), ib, p, kept);
   auto d = [](std::vector<T> const& v) { return std::vector<double>(v.begin(), v.end()); };
   return std::max(rel_err(yp.get(), d(y_ref)), rel_err(dxp.get(), d(dx_ref)));
 }
@@ -383,14 +386,16 @@ TEST(OpsProviders, PoolMatchesReferenceOnStridedBoxes) {
           p.pad_hi.push_back(u(0, k / 2));
           p.dilation.push_back(p.kind == ops::pool_kind::max ? u(1, 2) : 1);
         }
-        double e = 0;
-        try {
-          e = pool_vs_reference<float>(prov, xs, p, 300 + trial);
-        } catch (halox::error const& err) { // windows made only of padding: skip the draw
-          continue;
+        for (bool kept : {false, true}) {
+          double e = 0;
+          try {
+            e = pool_vs_reference<float>(prov, xs, p, 300 + trial, kept);
+          } catch (halox::error const& err) { // windows made only of padding: skip the draw
+            continue;
+          }
+          EXPECT_LE(e, float_tol) << ops::to_string(prov) << " pool x " << fmt(xs) << " trial "
+                                  << trial << (kept ? " (winners kept)" : "");
         }
-        EXPECT_LE(e, float_tol) << ops::to_string(prov) << " pool x " << fmt(xs) << " trial "
-                                << trial;
       }
 }
 
@@ -453,6 +458,56 @@ TEST(OpsProviders, CachedProblemsFollowNewBuffers) {
       EXPECT_LE(rel_err((i == 0 ? y1 : y2).get(), d(y_ref)), float_tol) << "conv, buffer " << i;
       EXPECT_LE(rel_err((i == 0 ? z1 : z2).get(), d(z_ref)), float_tol) << "pool, buffer " << i;
     }
+  }
+}
+
+// Max pooling's kept winners belong to the last forward call only: a backward pass over the
+// whole tensor after forward calls on two buffers, on the first buffer (whose winners the second
+// call replaced) and on the second (whose winners it kept), and after x changed and was pooled
+// again, always matches the reference.
+TEST(OpsProviders, KeptPoolWinnersFollowTheLastForward) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  std::vector<index_t> const xs{2, 16, 9, 8}, in_ext{9, 8};
+  ops::pool_params pp;
+  pp.kernel = {3};
+  pp.stride = {2};
+  pp.pad_lo = pp.pad_hi = {1};
+  auto const zs = ops::pool_output_shape(xs, pp);
+  auto const all_out = make_box({0, 0}, {zs[2], zs[3]});
+  auto const all_in = make_box({0, 0}, {xs[2], xs[3]});
+  auto const dyv = random_values(ops::element_count(zs), 20);
+  auto d = [](std::vector<float> const& v) { return std::vector<double>(v.begin(), v.end()); };
+  auto dx_ref = [&](std::vector<double> const& xv) {
+    auto const x = as<float>(xv), dy = as<float>(dyv);
+    std::vector<float> r(x.size());
+    ops::pool_backward<float>({x.data(), xs}, {dy.data(), zs}, {r.data(), xs}, pp);
+    return d(r);
+  };
+  for (auto prov : provs) {
+    ops::local_kernels<float> k(prov);
+    padded<float> x1(xs, 1), x2(xs, 1), z(zs, 1), dy(zs, 1), dx(xs, 1);
+    auto const v1 = random_values(ops::element_count(xs), 21),
+               v2 = random_values(ops::element_count(xs), 22),
+               v3 = random_values(ops::element_count(xs), 23);
+    x1.set(v1);
+    x2.set(v2);
+    dy.set(dyv);
+    k.pool_forward_box(x1.block(), in_ext, z.block(), all_out, pp, true);
+    k.pool_forward_box(x2.block(), in_ext, z.block(), all_out, pp, true);
+    k.pool_backward_box(x1.block(), dy.block(), in_ext, dx.block(), all_in, pp, true);
+    EXPECT_LE(rel_err(dx.get(), dx_ref(v1)), float_tol) << "first buffer";
+    k.pool_backward_box(x2.block(), dy.block(), in_ext, dx.block(), all_in, pp, true);
+    EXPECT_LE(rel_err(dx.get(), dx_ref(v2)), float_tol) << "second buffer";
+    k.pool_forward_box(x1.block(), in_ext, z.block(), all_out, pp, true);
+    x1.set(v3); // new data in the same buffer, pooled again (its winners differ)
+    k.pool_forward_box(x1.block(), in_ext, z.block(), all_out, pp, true);
+    k.pool_backward_box(x1.block(), dy.block(), in_ext, dx.block(), all_in, pp, true);
+    EXPECT_LE(rel_err(dx.get(), dx_ref(v3)), float_tol) << "refilled buffer";
+    std::vector<float> z_ref(static_cast<std::size_t>(ops::element_count(zs)));
+    auto const x3 = as<float>(v3);
+    ops::pool_forward<float>({x3.data(), xs}, {z_ref.data(), zs}, pp);
+    EXPECT_LE(rel_err(z.get(), d(z_ref)), float_tol) << "forward, refilled buffer";
   }
 }
 

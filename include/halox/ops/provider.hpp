@@ -119,12 +119,19 @@ public:
                                  tensor_ref<T> dw, box const& out_box, conv_params const& p);
   /// As `conv_backward_bias_box` (accumulates into db).
   void conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db);
-  /// As `pool_forward_box`.
+  /// As `pool_forward_box`. `keep`: the provider may keep what the backward pass of these
+  /// outputs needs (oneDNN: the winners of max pooling, as PyTorch keeps its indices) for a
+  /// `pool_backward_box` call with `x_kept`.
   void pool_forward_box(const_block_ref<T> x, dims const& in_extent, block_ref<T> y,
-                        box const& out_box, pool_params const& p);
-  /// As `pool_backward_box`.
+                        box const& out_box, pool_params const& p, bool keep = false);
+  /// As `pool_backward_box`. `x_kept`: the caller vouches that `x` (its data and layout) is
+  /// unchanged since this object's last pool forward call; if that call kept the winners of
+  /// the outputs this box reads, max pooling uses them instead of finding them again. Any other
+  /// call (another box, another buffer) finds them again, so the flag never changes a result
+  /// while the promise holds.
   void pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
-                         block_ref<T> dx, box const& in_box, pool_params const& p);
+                         block_ref<T> dx, box const& in_box, pool_params const& p,
+                         bool x_kept = false);
   /// As `relu_forward`.
   void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y);
   /// As `relu_backward`.

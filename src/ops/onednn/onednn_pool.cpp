@@ -139,6 +139,7 @@ struct pool_engine::io {
   plan* pl = nullptr;
   memory usr_x, usr_y, usr_dy, usr_dx, sub;
   bound r_x, r_y, r_dy, r_dx, fwd, bwd;
+  bool keeps = false; // a forward that keeps the winners (training mode, workspace bound)
 };
 
 // The geometry of the current call, kept between calls so that its vectors are not allocated
@@ -149,8 +150,9 @@ pool_engine::pool_engine() : geom_(std::make_unique<geom>()) {}
 pool_engine::~pool_engine() = default;
 
 bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block_ref<float> y,
-                          box const& out_box, pool_params const& p) {
+                          box const& out_box, pool_params const& p, bool keep) {
   char const* op = "pool_forward_box (onednn)";
+  kept_ = {}; // any forward call ends what an earlier one kept
   int const nsp = spatial_dims(op, "x", x.ref.rank());
   block3<float const> xb = to_block3(op, "x", x, nsp);
   block3<float> yb = to_block3(op, "y", y, nsp);
@@ -171,29 +173,41 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
   try {
     auto& c = ctx();
     memory::desc const xmd = view_md(xb, g.src, nsp), ymd = view_md(yb, ob, nsp);
+    // Kept winners: the training-mode forward of the backward plan, whose workspace they fill.
+    bool const training = keep && p.kind == pool_kind::max;
     put_problem(scratch_, false, p, g);
+    scratch_.push_back(training);
     put_md(scratch_, xmd);
     put_md(scratch_, ymd);
     auto it = ios_.find(scratch_);
     if (it == ios_.end()) {
-      plan* const found = find_plan(plans_, false, p, g, nsp);
-      if (found == nullptr) return false;
+      plan* found = find_plan(plans_, training, p, g, nsp);
       auto v = std::make_unique<io>();
+      if (found == nullptr && training) { // no backward primitive: keep nothing
+        found = find_plan(plans_, false, p, g, nsp);
+        v->keeps = false;
+      } else {
+        v->keeps = training;
+      }
+      if (found == nullptr) return false;
       v->pl = found;
       v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);
       v->usr_y = memory(ymd, c.eng, DNNL_MEMORY_NONE);
       v->r_x = bound::reorder(v->usr_x, v->pl->src_m);
       v->r_y = bound::reorder(v->pl->dst_m, v->usr_y);
       v->fwd = bound(v->pl->fwd, {{DNNL_ARG_SRC, v->pl->src_m}, {DNNL_ARG_DST, v->pl->dst_m}});
+      if (v->keeps) v->fwd.add(DNNL_ARG_WORKSPACE, v->pl->ws_m);
       it = ios_.emplace(scratch_, std::move(v)).first;
     }
     io& v = *it->second;
-    v.usr_x.set_data_handle(const_cast<float*>(at(xb, g.src.lo)));
+    float const* const x0 = at(xb, g.src.lo);
+    v.usr_x.set_data_handle(const_cast<float*>(x0));
     v.usr_y.set_data_handle(at(yb, ob.lo));
     v.r_x.execute(c.strm);
     v.fwd.execute(c.strm);
     v.r_y.execute(c.strm);
     c.strm.wait();
+    if (v.keeps) kept_ = {v.pl, x0, xmd};
   } catch (dnnl::error const& e) {
     rethrow(op, e);
   }
@@ -202,7 +216,7 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
 
 bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
                            dims const& in_extent, block_ref<float> dx, box const& in_box,
-                           pool_params const& p) {
+                           pool_params const& p, bool x_kept) {
   char const* op = "pool_backward_box (onednn)";
   int const nsp = spatial_dims(op, "dx", dx.ref.rank());
   block3<float> dxb = to_block3(op, "dx", dx, nsp);
@@ -291,9 +305,14 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
     }
     io const& v = *it->second;
     if (is_max) {
-      v.usr_x.set_data_handle(const_cast<float*>(at(xb, g.src.lo)));
-      v.r_x.execute(c.strm);
-      v.fwd.execute(c.strm);
+      float const* const x0 = at(xb, g.src.lo);
+      // The winners the last forward call found on these outputs of this x, or find them now.
+      if (!(x_kept && kept_.pl == v.pl && kept_.x == x0 && kept_.xmd == xmd)) {
+        kept_ = {}; // the plan's workspace is about to hold other winners
+        v.usr_x.set_data_handle(const_cast<float*>(x0));
+        v.r_x.execute(c.strm);
+        v.fwd.execute(c.strm);
+      }
     }
     v.usr_dy.set_data_handle(const_cast<float*>(at(dyb, ofp.lo)));
     v.r_dy.execute(c.strm);
