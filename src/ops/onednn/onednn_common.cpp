@@ -60,15 +60,17 @@ memory::desc strided_md(index_t n, index_t c, dims const& ext, index_t sn, index
   return strided_md(n, c, static_cast<int>(ext.size()), ext.data(), sn, sc, str.data());
 }
 
-double time_best(std::function<void()> const& f, int reps) {
-  f();
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    auto const t0 = std::chrono::steady_clock::now();
-    f();
-    double const s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = s < best ? s : best;
-  }
+std::vector<double> time_interleaved(std::vector<std::function<void()>> const& fs, int rounds) {
+  for (auto const& f : fs) f(); // warm-up: first touches, lazily built kernels
+  std::vector<double> best(fs.size(), 1e300);
+  for (int r = 0; r < rounds; ++r)
+    for (std::size_t k = 0; k < fs.size(); ++k) {
+      std::size_t const i = (k + static_cast<std::size_t>(r)) % fs.size(); // rotate the order
+      auto const t0 = std::chrono::steady_clock::now();
+      fs[i]();
+      double const s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best[i] = s < best[i] ? s : best[i];
+    }
   return best;
 }
 

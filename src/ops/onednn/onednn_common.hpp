@@ -67,8 +67,10 @@ memory::desc strided_md(int ndims, index_t const* dims, index_t const* strides);
 memory::desc strided_md(index_t n, index_t c, int nsp, index_t const* ext, index_t sn, index_t sc,
                         index_t const* str);
 
-/// Seconds of wall time of `f` (best of `reps` after one warm-up call).
-double time_best(std::function<void()> const& f, int reps = 2);
+/// Seconds of wall time of each of `fs`: one warm-up call each, then `rounds` rounds that call
+/// every one of them once (in an order rotated per round), the fastest call of each. A machine
+/// that slows down for a moment slows every candidate of a round, not only the one then timed.
+std::vector<double> time_interleaved(std::vector<std::function<void()>> const& fs, int rounds = 3);
 
 /// Rethrows a dnnl::error as halox::error naming the operation.
 [[noreturn]] void rethrow(char const* op, dnnl::error const& e);

@@ -256,27 +256,38 @@ void conv_engine::run(char const* op, conv_job const& job, float* dw_plain) {
           }
         }
       }
-      if (!pl->ex) { // measure every layout once on the caller's data
+      if (!pl->ex) { // measure every layout on the caller's data
         measured_choice mc;
         double best = 1e300;
         std::vector<float> scratch_dw;
         if (job.kind == conv_kind::backward_weights)
           scratch_dw.resize(static_cast<std::size_t>(
               memory::desc(job.wei, dt::f32, weights_tag(job.nsp)).get_size() / sizeof(float)));
+        std::vector<std::unique_ptr<exec>> cands;
+        std::vector<std::function<void()>> runs;
         for (layout l : all_layouts) {
-          std::unique_ptr<exec> e;
           try {
-            e = std::make_unique<exec>(job, l);
+            cands.push_back(std::make_unique<exec>(job, l));
           } catch (dnnl::error const&) {
-            mc.costs.emplace_back(name_of(l), -1.0);
+            cands.emplace_back();
             continue;
           }
-          double const s = time_best([&] { e->run(job, scratch_dw.data()); });
-          mc.costs.emplace_back(name_of(l), s);
+          runs.emplace_back(
+              [&job, &scratch_dw, e = cands.back().get()] { e->run(job, scratch_dw.data()); });
+        }
+        std::vector<double> const secs = time_interleaved(runs);
+        for (std::size_t i = 0, r = 0; i < cands.size(); ++i) {
+          char const* const name = name_of(all_layouts[i]);
+          if (!cands[i]) {
+            mc.costs.emplace_back(name, -1.0);
+            continue;
+          }
+          double const s = secs[r++];
+          mc.costs.emplace_back(name, s);
           if (s < best) {
             best = s;
-            mc.choice = name_of(l);
-            pl->ex = std::move(e);
+            mc.choice = name;
+            pl->ex = std::move(cands[i]);
           }
         }
         HALOX_REQUIRE(pl->ex != nullptr, errc::internal,
