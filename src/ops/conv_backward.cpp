@@ -65,10 +65,11 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
   index_t const width = gemm_columns(cp.w.out[0] * cp.w.out[1] * cp.w.out[2]);
   index_t const nchunks = (npos + width - 1) / width, items = x.n * nchunks;
   bool const par = items > 1 && use_threads(x.n * npos * kdim * cp.cout);
-  int nthreads = 1;
+  int nthreads = 1; // at most; the team may be smaller (dynamic adjustment)
 #ifdef _OPENMP
   if (par) nthreads = omp_get_max_threads();
 #endif
+  int team = 1; // the threads that ran: only their partials are this call's
   // Kept between calls (on the calling thread), as are the per-thread buffers below.
   // A thread_local names each thread's own copy inside the parallel region: share the caller's
   // through a reference.
@@ -79,6 +80,7 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
     int tid = 0;
 #ifdef _OPENMP
     tid = omp_get_thread_num();
+    if (tid == 0) team = omp_get_num_threads();
 #endif
     std::vector<double>& acc = partial[static_cast<std::size_t>(tid)];
     acc.assign(wsize, 0.0);
@@ -105,7 +107,7 @@ template <class T> void backward_weights_kernel(conv_problem const& cp, block3<T
       for (std::size_t i = 0; i < wsize; ++i) acc[i] += static_cast<double>(out[i]);
     }
   });
-  for (int t = 0; t < nthreads; ++t) {
+  for (int t = 0; t < team; ++t) {
     std::vector<double> const& acc = partial[static_cast<std::size_t>(t)];
     for (std::size_t i = 0; i < acc.size(); ++i) total[i] += acc[i];
   }

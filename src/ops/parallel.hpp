@@ -15,10 +15,13 @@
 
 namespace halox::ops::detail {
 
-/// Whether `work` elementary steps are worth a team: enough of them, and more than one thread.
+/// Whether `work` elementary steps are worth a team: enough of them, more than one thread, and
+/// a region opened here would be active (inside a caller's team, with nesting off, its team
+/// would have one thread).
 inline bool use_threads(index_t work) {
 #ifdef _OPENMP
-  return work >= parallel_min_work && omp_get_max_threads() > 1;
+  return work >= parallel_min_work && omp_get_max_threads() > 1 &&
+         omp_get_active_level() < omp_get_max_active_levels();
 #else
   (void)work;
   return false;
@@ -42,6 +45,14 @@ template <class F> void parallel_region(bool par, F&& body) {
   if (par) {
 #pragma omp parallel
     body();
+#ifdef _OPENMP
+  } else if (omp_in_parallel()) {
+    // Called by one thread of a caller's team: body's worksharing loops would bind to that team
+    // (whose other threads never reach them: a deadlock at their barrier). A team of one keeps
+    // them here, at the cost of the region.
+#pragma omp parallel num_threads(1)
+    body();
+#endif
   } else {
     body();
   }

@@ -1,5 +1,6 @@
 // halox::ops::default_threads(): the kernels' OpenMP threads when the caller chose none, from
 // OMP_NUM_THREADS, the launcher's ranks on the node and the process's affinity mask.
+#include <halox/ops/conv.hpp>
 #include <halox/ops/provider.hpp>
 
 #include <gtest/gtest.h>
@@ -12,10 +13,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -156,4 +159,32 @@ TEST(OpsThreads, KernelsDescribeTheirThreads) {
   EXPECT_EQ(ops::local_kernels<double>(ops::compute_provider::reference).threads_description(),
             std::to_string(d.threads) + (d.threads == 1 ? " thread" : " threads") +
                 " (default: " + d.reason + ")");
+}
+
+// The reference weight gradient sums one partial per thread of its team. Called first with two
+// threads and then from a thread of a caller's team (where its own region gets one thread), it
+// must sum only the partial of the call at hand, not the second thread's of the first call.
+TEST(OpsThreads, WeightGradientInsideACallersTeamSumsOnlyItsOwnPartials) {
+#ifndef _OPENMP
+  GTEST_SKIP() << "built without OpenMP";
+#else
+  std::vector<halox::index_t> const xs{2, 8, 24, 24}, ws{8, 8, 3, 3}, ys{2, 8, 24, 24};
+  ops::conv_params const p{{1}, {1}, {1}, {1}};
+  std::vector<double> x(static_cast<std::size_t>(ops::element_count(xs))),
+      dy(static_cast<std::size_t>(ops::element_count(ys)));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>((i * 7) % 13) - 6.0;
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<double>((i * 5) % 11) - 5.0;
+  std::vector<double> dw_team(static_cast<std::size_t>(ops::element_count(ws))), dw_inner = dw_team;
+  int const saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  ops::conv_backward_weights<double>({x.data(), xs}, {dy.data(), ys}, {dw_team.data(), ws}, p);
+#pragma omp parallel num_threads(2)
+  {
+    if (omp_get_thread_num() == 0) // the thread that made the first call
+      ops::conv_backward_weights<double>({x.data(), xs}, {dy.data(), ys}, {dw_inner.data(), ws}, p);
+  }
+  omp_set_num_threads(saved);
+  for (std::size_t i = 0; i < dw_team.size(); ++i)
+    ASSERT_NEAR(dw_inner[i], dw_team[i], 1e-9 * (1 + std::abs(dw_team[i]))) << "dw[" << i << "]";
+#endif
 }
