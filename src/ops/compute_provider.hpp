@@ -9,7 +9,6 @@
 
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace halox::ops::detail {
@@ -33,23 +32,15 @@ public:
                                      const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
                                      conv_params const& p) = 0;
   virtual void conv_backward_bias(const_block_ref<T> dy, box const& out_box, T* db) = 0;
+  /// `keep`: the provider may keep what a later backward call over the same outputs needs
+  /// (oneDNN: max pooling's winners); providers that keep nothing ignore it.
   virtual void pool_forward(const_block_ref<T> x, dims const& in_extent, block_ref<T> y,
-                            box const& out_box, pool_params const& p) = 0;
+                            box const& out_box, pool_params const& p, bool keep) = 0;
+  /// `x_kept`: x is unchanged since the last pool forward call of this object, so a provider
+  /// may use what that call kept; the others find the winners again.
   virtual void pool_backward(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
-                             block_ref<T> dx, box const& in_box, pool_params const& p) = 0;
-  /// pool_forward that may keep what a later `pool_backward_kept` over the same outputs needs
-  /// (oneDNN: max pooling's winners). This default keeps nothing.
-  virtual void pool_forward_keep(const_block_ref<T> x, dims const& in_extent, block_ref<T> y,
-                                 box const& out_box, pool_params const& p) {
-    pool_forward(std::move(x), in_extent, std::move(y), out_box, p);
-  }
-  /// pool_backward where x is unchanged since the last pool forward call of this object: a
-  /// provider may use what that call kept. This default finds the winners again.
-  virtual void pool_backward_kept(const_block_ref<T> x, const_block_ref<T> dy,
-                                  dims const& in_extent, block_ref<T> dx, box const& in_box,
-                                  pool_params const& p) {
-    pool_backward(std::move(x), std::move(dy), in_extent, std::move(dx), in_box, p);
-  }
+                             block_ref<T> dx, box const& in_box, pool_params const& p,
+                             bool x_kept) = 0;
   virtual void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) = 0;
   virtual void relu_backward(const_tensor_ref<T> x, const_tensor_ref<T> dy, tensor_ref<T> dx) = 0;
   // The statistics go into the caller's structures, whose storage is reused from step to step.

@@ -192,20 +192,14 @@ template <class T>
 void local_kernels<T>::pool_forward_box(const_block_ref<T> x, dims const& in_extent, block_ref<T> y,
                                         box const& out_box, pool_params const& p, bool keep) {
   thread_scope s(run_threads_);
-  if (keep)
-    impl_->pool_forward_keep(std::move(x), in_extent, std::move(y), out_box, p);
-  else
-    impl_->pool_forward(std::move(x), in_extent, std::move(y), out_box, p);
+  impl_->pool_forward(std::move(x), in_extent, std::move(y), out_box, p, keep);
 }
 template <class T>
 void local_kernels<T>::pool_backward_box(const_block_ref<T> x, const_block_ref<T> dy,
                                          dims const& in_extent, block_ref<T> dx, box const& in_box,
                                          pool_params const& p, bool x_kept) {
   thread_scope s(run_threads_);
-  if (x_kept)
-    impl_->pool_backward_kept(std::move(x), std::move(dy), in_extent, std::move(dx), in_box, p);
-  else
-    impl_->pool_backward(std::move(x), std::move(dy), in_extent, std::move(dx), in_box, p);
+  impl_->pool_backward(std::move(x), std::move(dy), in_extent, std::move(dx), in_box, p, x_kept);
 }
 template <class T> void local_kernels<T>::relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) {
   thread_scope s(run_threads_);

@@ -309,7 +309,7 @@ public:
   }
 
   void pool_forward(const_block_ref<T> x, dims const& in_extent, block_ref<T> y, box const& out_box,
-                    pool_params const& p) override {
+                    pool_params const& p, bool /*keep: the winners are found again*/) override {
     char const* op = "pool_forward_box (cudnn)";
     int const nsp = spatial_dims(op, "x", x.ref.rank());
     block3<T const> xb = to_block3(op, "x", x, nsp);
@@ -342,7 +342,8 @@ public:
   }
 
   void pool_backward(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
-                     block_ref<T> dx, box const& in_box, pool_params const& p) override {
+                     block_ref<T> dx, box const& in_box, pool_params const& p,
+                     bool /*x_kept*/) override {
     char const* op = "pool_backward_box (cudnn)";
     int const nsp = spatial_dims(op, "dx", dx.ref.rank());
     block3<T> dxb = to_block3(op, "dx", dx, nsp);

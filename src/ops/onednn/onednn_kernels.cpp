@@ -180,25 +180,15 @@ public:
     ref_->conv_backward_bias(dy, out_box, db);
   }
   void pool_forward(const_block_ref<float> x, dims const& in_extent, block_ref<float> y,
-                    box const& out_box, pool_params const& p) override {
-    if (!pool_.forward(x, in_extent, y, out_box, p))
-      ref_->pool_forward(x, in_extent, y, out_box, p);
+                    box const& out_box, pool_params const& p, bool keep) override {
+    if (!pool_.forward(x, in_extent, y, out_box, p, keep))
+      ref_->pool_forward(x, in_extent, y, out_box, p, false);
   }
   void pool_backward(const_block_ref<float> x, const_block_ref<float> dy, dims const& in_extent,
-                     block_ref<float> dx, box const& in_box, pool_params const& p) override {
-    if (!pool_.backward(x, dy, in_extent, dx, in_box, p))
-      ref_->pool_backward(x, dy, in_extent, dx, in_box, p);
-  }
-  void pool_forward_keep(const_block_ref<float> x, dims const& in_extent, block_ref<float> y,
-                         box const& out_box, pool_params const& p) override {
-    if (!pool_.forward(x, in_extent, y, out_box, p, true))
-      ref_->pool_forward(x, in_extent, y, out_box, p);
-  }
-  void pool_backward_kept(const_block_ref<float> x, const_block_ref<float> dy,
-                          dims const& in_extent, block_ref<float> dx, box const& in_box,
-                          pool_params const& p) override {
-    if (!pool_.backward(x, dy, in_extent, dx, in_box, p, true))
-      ref_->pool_backward(x, dy, in_extent, dx, in_box, p);
+                     block_ref<float> dx, box const& in_box, pool_params const& p,
+                     bool x_kept) override {
+    if (!pool_.backward(x, dy, in_extent, dx, in_box, p, x_kept))
+      ref_->pool_backward(x, dy, in_extent, dx, in_box, p, false);
   }
   // The element-wise and batch-norm passes are memory-bound: halox's vectorised host loops
   // run them on the caller's strided views directly (oneDNN's eltwise and batch-norm primitives

@@ -32,11 +32,12 @@ public:
     conv_backward_bias_box<T>(dy, out_box, db);
   }
   void pool_forward(const_block_ref<T> x, dims const& in_extent, block_ref<T> y, box const& out_box,
-                    pool_params const& p) override {
+                    pool_params const& p, bool /*keep: nothing to keep*/) override {
     pool_forward_box<T>(x, in_extent, y, out_box, p);
   }
   void pool_backward(const_block_ref<T> x, const_block_ref<T> dy, dims const& in_extent,
-                     block_ref<T> dx, box const& in_box, pool_params const& p) override {
+                     block_ref<T> dx, box const& in_box, pool_params const& p,
+                     bool /*x_kept: the winners are found again*/) override {
     pool_backward_box<T>(x, dy, in_extent, dx, in_box, p);
   }
   void relu_forward(const_tensor_ref<T> x, tensor_ref<T> y) override { ops::relu_forward<T>(x, y); }
