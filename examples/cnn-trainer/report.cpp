@@ -37,13 +37,36 @@ reporter::reporter(options const& o, int rank, int size)
                 "cannot write --log-json " + o.log_json + "; check that its folder exists");
 }
 
+reporter::~reporter() { flush(); }
+
+void reporter::flush() {
+  if (!text_.empty()) { // one write, whatever buffering the MPI library gave stdout
+    std::fwrite(text_.data(), 1, text_.size(), stdout);
+    text_.clear();
+  }
+  if (prints_) std::fflush(stdout);
+  if (json_) std::fflush(json_.get());
+  last_flush_ = MPI_Wtime();
+  pending_ = false;
+}
+
+void reporter::wrote() {
+  if (MPI_Wtime() - last_flush_ >= flush_interval_s)
+    flush();
+  else
+    pending_ = true;
+}
+
+void reporter::tick() {
+  if (pending_ && MPI_Wtime() - last_flush_ >= flush_interval_s) flush();
+}
+
 void reporter::line(std::string const& s) {
   if (!prints_) return;
-  if (o_.debug_print)
-    std::printf("[%d/%d] %s\n", rank_, size_, s.c_str());
-  else
-    std::printf("%s\n", s.c_str());
-  std::fflush(stdout);
+  if (o_.debug_print) text_ += fmt("[%d/%d] ", rank_, size_);
+  text_ += s;
+  text_ += '\n';
+  wrote();
 }
 
 void reporter::text(std::string const& s) {
@@ -83,7 +106,7 @@ void reporter::step(step_record const& r, long total_steps, double eta_s) {
                  "\"shuffle_s\": %.6g, \"allreduce_s\": %.6g}\n",
                  r.step, r.epoch, r.loss, r.accuracy, r.images_per_s, r.time, p.compute, p.halo,
                  p.shuffle, p.allreduce);
-    std::fflush(json_.get());
+    wrote();
   }
   if (r.step % o_.print_every == 0 || r.step == total_steps)
     line("epoch " + std::to_string(r.epoch) + " step " + std::to_string(r.step) + "/" +
@@ -194,15 +217,17 @@ int reporter::compare(std::string const& path, double rtol, MPI_Comm comm) {
       worst = std::max(worst, std::abs(loss - it->second) / std::max(std::abs(it->second), 1e-30));
     }
     if (n == 0 || n != static_cast<long>(losses_.size())) {
+      flush();
       std::printf("compare: %s has %ld of this run's %zu steps; FAILED\n", path.c_str(), n,
                   losses_.size());
       status = 1;
     } else {
       status = worst <= rtol ? 0 : 1;
+      flush();
       std::printf("compare: %ld steps, max relative loss difference %.3g (rtol %.3g): %s\n", n,
                   worst, rtol, status ? "FAILED" : "ok");
     }
-    std::fflush(stdout);
+    flush();
   }
   MPI_Bcast(&status, 1, MPI_INT, 0, comm);
   return status;

@@ -220,6 +220,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                    "\n");
         }
       }
+      out.tick(); // what the rate limit held back, once its interval has passed
     }
     if (o.profile) out.profile(clock, first.kinds(), world);
     if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
@@ -231,6 +232,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     // Past set-up an error may strike one rank only (a short read, a full disk, a bad buffer):
     // its halo peers raise peer_failed at once, but the others would wait for it in the next
     // collective, so stop the whole job, after a moment in which the peers report theirs.
+    out.flush(); // the lines held back by the rate limit come before the error
     std::fprintf(stderr, "[%d/%d] halox-train: error: %s\n", rank, size, e.what());
     std::fflush(stderr);
     std::this_thread::sleep_for(std::chrono::seconds(1));
