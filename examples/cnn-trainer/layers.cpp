@@ -420,7 +420,8 @@ private:
 template <class T> class flatten_layer final : public layer<T> {
 public:
   flatten_layer(tensor_desc const& x, grid_cache& grids)
-      : in_(x), out_(grids.get({x.grid().size(), 1}), flat_shape(x.shape()), x.type()) {
+      : in_(x), out_(grids.get({x.grid().size(), 1}), flat_shape(x.shape()), x.type(),
+                     sample_blocks_of(x, 2)) {
     HALOX_REQUIRE(in_.local_elements() == out_.local_elements(), halox::errc::internal,
                   "flatten: input and output blocks differ");
   }
@@ -455,8 +456,9 @@ private:
 template <class T> class fc_layer final : public layer<T> {
 public:
   fc_layer(tensor_desc const& x, param_store<T>& ps, layer_params const& lp)
-      : in_(x), out_(x.grid(), {x.shape()[0], ps.params[lp.weight].shape[0]}, x.type()), ps_(ps),
-        lp_(lp) {}
+      : in_(x), out_(x.grid(), {x.shape()[0], ps.params[lp.weight].shape[0]}, x.type(),
+                     sample_blocks_of(x, 2)),
+        ps_(ps), lp_(lp) {}
   tensor_desc const& in_desc() const override { return in_; }
   tensor_desc const& out_desc() const override { return out_; }
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {

@@ -1,5 +1,7 @@
 #include "network.hpp"
 
+#include "balance.hpp"
+
 #include "grad_reducer.hpp"
 
 #include <halox/error.hpp>
@@ -111,7 +113,8 @@ std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, p
 
 template <class T>
 network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
-                    std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo)
+                    std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo,
+                    std::vector<index_t> const& rank_samples)
     : batch_(batch) {
   int nprocs = 0;
   MPI_Comm_size(grids.comm(), &nprocs);
@@ -150,8 +153,14 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
     // Keep the previous layer's blocks when the grid is the same (its output parts may be
     // uneven, and chaining them avoids a redistribution); start balanced blocks otherwise.
     std::unique_ptr<tensor_desc> fresh;
-    if (!prev || prev->grid().dims() != dims)
-      fresh = std::make_unique<tensor_desc>(grids.get(dims), shape, type);
+    if (!prev || prev->grid().dims() != dims) {
+      std::vector<halox::dim_options> opt;
+      if (dims[0] > 1 && !rank_samples.empty()) { // samples split by --balance
+        opt.resize(shape.size());
+        opt[0].sizes = part_sizes(grids.get(dims), rank_samples);
+      }
+      fresh = std::make_unique<tensor_desc>(grids.get(dims), shape, type, std::move(opt));
+    }
     tensor_desc const& in = fresh ? *fresh : *prev;
     skip_source<T> skip;
     if (l.kind == "add") {
@@ -173,6 +182,7 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
     if (!l.label.empty()) label_index[l.label] = i;
     if (l.kind == "flatten") flat = true;
     kinds_.push_back(l.kind);
+    split_.push_back(ly.in_desc().grid().dims()[0] > 1);
     prev = &ly.out_desc();
     shape = prev->shape();
   }
@@ -244,7 +254,9 @@ template <class T> void network<T>::forward(step_context const& c) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
     if (i > 0 && !local_[i]) moves_[i]->forward(*out_[i - 1].buf, *in_[i].buf, *c.times);
+    double const s0 = c.times->compute;
     if (!fused_away_[i]) layers_[i]->forward(in_[i].view(), out_[i].view(), c);
+    if (split_[i]) c.times->split += c.times->compute - s0;
     if (c.clock) tick(c, i, t0, c0, true);
   }
 }
@@ -289,8 +301,10 @@ template <class T> void network<T>::backward(step_context const& c) {
       add_owned(*skip_desc_[i], skip_grad_[i].data(), *dout_[i].desc, dout_[i].buf->data());
       c.times->compute += now() - t0;
     }
+    double const s0 = c.times->compute;
     if (!fused_away_[i])
       layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
+    if (split_[i]) c.times->split += c.times->compute - s0;
     if (i > 0 && !local_[i]) moves_[i]->backward(*din_[i].buf, *dout_[i - 1].buf, *c.times);
     // The gradient buckets started so far move while the layers below compute.
     if (c.grads) c.grads->progress(c.times->allreduce);
@@ -306,6 +320,15 @@ template <class T> std::string network<T>::describe() const {
     for (int d : l.in_desc().grid().dims()) grid += (grid.empty() ? "" : "x") + std::to_string(d);
     os << "  " << i << " " << kinds_[i] << "  grid " << grid << "  in "
        << shape_str(l.in_desc().shape()) << "  out " << shape_str(l.out_desc().shape());
+    halox::distribution const& d = l.in_desc().dist();
+    int const np = d.parts()[0];
+    bool balanced = true; // halox's balanced blocks, or a split chosen by --balance
+    for (int p = 0; p < np; ++p)
+      balanced = balanced && d.part_size(0, p) == d.shape()[0] / np + (p < d.shape()[0] % np);
+    if (!balanced) {
+      os << "  samples per part";
+      for (int p = 0; p < np; ++p) os << ' ' << d.part_size(0, p);
+    }
     if (i > 0 && !local_[i]) os << "  (redistributed from the previous layer)";
     if (fused_away_[i])
       os << "  (fused into the previous layer)";

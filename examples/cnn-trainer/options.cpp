@@ -93,6 +93,11 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --bucket-kb N|auto    sum the gradients over the ranks in buckets of N KiB, each started
                         as soon as backward has filled it (0: one bucket after backward;
                         auto: 16 under MPICH, 0 under other MPIs)             [auto]
+  --balance off|auto|W,W,...
+                        split each batch's samples over the ranks evenly (off), by the
+                        speed measured while training (auto: a rank on a slower core gets
+                        fewer), or by a weight per rank (1,1.5: rank 1 gets 1.5 times as many
+                        as rank 0); auto not with --deterministic               [off]
   --debug-print         every rank prints, lines prefixed with [rank/size]
   --compare-log FILE    after training, compare the losses with another run's --log-json
   --rtol X              relative tolerance of --compare-log                   [1e-4]
@@ -140,6 +145,7 @@ options parse_options(std::vector<std::string> const& args) {
                "1048576 (1 GiB)");
          o.bucket_kb = kb;
        }},
+      {"--balance", [&](auto const& v) { o.balance = v; }},
       {"--compare-log", [&](auto const& v) { o.compare_log = v; }},
       {"--expect-accuracy",
        [&](auto const& v) { o.expect_accuracy = to_double("--expect-accuracy", v, 0, 1); }},
@@ -174,6 +180,9 @@ options parse_options(std::vector<std::string> const& args) {
       bad("unknown option '" + args[i] + "'");
     }
   }
+  if (o.deterministic && o.balance == "auto")
+    bad("--balance auto with --deterministic: a split that follows measured speeds differs from "
+        "run to run; pass fixed weights (--balance 1,1.5) or drop one of them");
   return o;
 }
 

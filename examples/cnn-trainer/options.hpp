@@ -39,6 +39,9 @@ struct options {
   /// Gradient all-reduce buckets of this many KiB, started during backward (0: one bucket
   /// after backward; -1: the MPI library's default, grad_reducer::default_bucket_bytes).
   long bucket_kb = -1;
+  /// How each batch's samples are split over the ranks: off (even), auto (by measured speed), or
+  /// one weight per rank (balancer).
+  std::string balance = "off";
   bool describe = false; ///< print the layers, grids and moves
   bool profile = false;  ///< print each layer's time per step at the end
   /// How halo exchanges, gathers and redistributions move data: a host backend's name, checked

@@ -17,9 +17,13 @@ struct phase_times {
   double halo = 0;      ///< halo exchanges and output-gradient gathers of the dist ops
   double shuffle = 0;   ///< redistributions between strategies
   double allreduce = 0; ///< gradient and statistics all-reductions, the loss reduction
+  /// The part of `compute` spent in layers whose samples are split over the ranks: the work
+  /// that follows the sample split (--balance).
+  double split = 0;
   /// Adds `o` to these times.
   void add(phase_times const& o) {
     compute += o.compute;
+    split += o.split;
     halo += o.halo;
     shuffle += o.shuffle;
     allreduce += o.allreduce;
@@ -129,6 +133,15 @@ void add_owned(halox::tensor_desc const& xd, T const* x, halox::tensor_desc cons
 #pragma omp simd
                        for (halox::index_t k = 0; k < n; ++k) d[k] += s[k];
                      });
+}
+
+/// Options for a tensor of `ndim` dimensions whose first dimension is split into as many parts
+/// as `x`'s: `x`'s sample blocks, even or not (--balance), so data need not move between them.
+inline std::vector<halox::dim_options> sample_blocks_of(halox::tensor_desc const& x,
+                                                        std::size_t ndim) {
+  std::vector<halox::dim_options> o(ndim);
+  for (int p = 0; p < x.dist().parts()[0]; ++p) o[0].sizes.push_back(x.dist().part_size(0, p));
+  return o;
 }
 
 /// True when `a` and `b` give every process of the same grid the same owned block (so data

@@ -1,5 +1,6 @@
 #include "train.hpp"
 
+#include "balance.hpp"
 #include "checkpoint.hpp"
 #include "data.hpp"
 #include "grad_reducer.hpp"
@@ -38,25 +39,51 @@ std::string family(std::string const& name) {
 template <class T> MPI_Datatype mpi_type() { return sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE; }
 
 // Networks are built per batch size (the last mini-batch and the test batches may be
-// smaller); building is collective, and every rank meets the same sizes in the same order.
+// smaller) and per sample split (--balance); building is collective, and every rank meets the
+// same sizes and splits in the same order. A few are kept (a split may come back); past that
+// the least recently used goes, on every rank alike.
 template <class T> class network_cache {
 public:
   network_cache(model_spec const& m, param_store<T>& ps, std::vector<layer_params> const& lp,
-                grid_cache& g, build_options const& bo)
-      : m_(m), ps_(ps), lp_(lp), g_(g), bo_(bo) {}
+                grid_cache& g, build_options const& bo, balancer const& bal)
+      : m_(m), ps_(ps), lp_(lp), g_(g), bo_(bo), bal_(bal) {}
   network<T>& get(index_t n) {
-    auto& p = nets_[n];
-    if (!p) p = std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_);
-    return *p;
+    bal_.split(n, split_); // reuses split_'s storage: a step allocates nothing here
+    ++clock_;
+    entry* hit = nullptr;
+    for (auto& e : nets_)
+      if (e.batch == n && e.split == split_) hit = &e;
+    if (!hit) {
+      if (nets_.size() >= kept) { // the least recently used goes
+        auto lru = std::min_element(nets_.begin(), nets_.end(),
+                                    [](entry const& a, entry const& b) { return a.used < b.used; });
+        nets_.erase(lru);
+      }
+      nets_.push_back(
+          {n, split_, 0, std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_, split_)});
+      hit = &nets_.back();
+    }
+    hit->used = clock_;
+    return *hit->net;
   }
 
 private:
+  static constexpr std::size_t kept = 8;
+  struct entry {
+    index_t batch;
+    std::vector<index_t> split;
+    unsigned long used;
+    std::unique_ptr<network<T>> net;
+  };
   model_spec const& m_;
   param_store<T>& ps_;
   std::vector<layer_params> const& lp_;
   grid_cache& g_;
   build_options bo_;
-  std::map<index_t, std::unique_ptr<network<T>>> nets_;
+  balancer const& bal_;
+  std::vector<entry> nets_;
+  std::vector<index_t> split_;
+  unsigned long clock_ = 0;
 };
 
 // Runs a batch forward (and backward when training); returns this rank's loss sums.
@@ -118,7 +145,8 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   build_options bo;
   bo.deterministic = o.deterministic;
   bo.exchange = halox::backend_from_string(o.backend);
-  network_cache<T> nets(m, ps, lp, grids, bo);
+  balancer bal(o.balance, size); // throws on every rank alike for a bad --balance
+  network_cache<T> nets(m, ps, lp, grids, bo, bal);
   sgd const opt{o.lr, o.momentum, o.weight_decay};
 
   index_t const ntrain = data->size(split::train);
@@ -132,6 +160,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   // every rank alike, rather than inside the training loop.
   network<T>& first = nets.get(std::min<index_t>(o.batch, ntrain));
   if (o.describe) out.text(first.describe());
+  std::vector<std::string> const kinds = first.kinds(); // `first` may be dropped (--balance)
 
   // The layers' partial gradients: in T, or with --deterministic (exact_grads) partial sums
   // in double; a member of the other type is an internal error. Made out here: its destructor
@@ -153,6 +182,12 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     // --profile: the steps after the first few (kernel generation, first touches, measured
     // overlap) are timed layer by layer.
     layer_clock clock;
+    // The loss sums, then with --balance auto every rank's busy time and the part of it in the
+    // sample-split layers (its own slots set, the others 0: the sum gathers them); and the
+    // sample counts each rank held.
+    std::size_t const P = bal.measures() ? static_cast<std::size_t>(size) : 0;
+    std::vector<double> v(2 + 2 * P), busy(P), split_busy(P);
+    std::vector<index_t> held(P);
     long const profile_from = pos.step + 5;
     double const t_start = now();
     double last_test_accuracy = -1;
@@ -176,17 +211,34 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                      &finish, o.deterministic};
       if (o.profile && s >= profile_from) c.clock = &clock;
       double const t0 = now();
-      loss_sums l =
-          run_batch(nets.get(static_cast<index_t>(ids.size())), *data, split::train, ids, c);
+      network<T>& net = nets.get(static_cast<index_t>(ids.size()));
+      loss_sums l = run_batch(net, *data, split::train, ids, c);
       double const tw = now();
       // The loss and hit counts travel beside the gradient all-reductions rather than in a
       // blocking all-reduce of their own after them: one wait ends the step's communication.
-      double v[2] = {l.loss, l.correct};
+      std::fill(v.begin(), v.end(), 0.0);
+      v[0] = l.loss;
+      v[1] = l.correct;
+      if (P) {
+        v[2 + static_cast<std::size_t>(rank)] = t.compute;
+        v[2 + P + static_cast<std::size_t>(rank)] = t.split;
+      }
       MPI_Request loss_sum = MPI_REQUEST_NULL;
-      MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, world, &loss_sum);
+      MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, world,
+                     &loss_sum);
       grads.wait(&loss_sum);
       for (auto& f : finish) f();
       t.allreduce += now() - tw;
+      // Full batches only: a short last batch would mix another split into the window.
+      if (P && static_cast<long>(ids.size()) == o.batch) {
+        halox::distribution const& ld = net.logits_desc().dist();
+        for (std::size_t r = 0; r < P; ++r) {
+          busy[r] = v[2 + r];
+          split_busy[r] = v[2 + P + r];
+          held[r] = ld.part_size(0, ld.coords_of(static_cast<int>(r))[0]);
+        }
+        if (bal.step(busy, split_busy, held)) out.text(bal.reason() + "\n");
+      }
       double const to = now();
       opt.step(ps);
       t.compute += now() - to;
@@ -222,7 +274,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       }
       out.tick(); // what the rate limit held back, once its interval has passed
     }
-    if (o.profile) out.profile(clock, first.kinds(), world);
+    if (o.profile) out.profile(clock, kinds, world);
     if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
       out.text("expected a test accuracy of at least " + std::to_string(100 * o.expect_accuracy) +
                "% but reached " + std::to_string(100 * last_test_accuracy) + "%: FAILED\n");

@@ -21,6 +21,14 @@ cores of a cloud machine can run at different speeds for minutes at a time, so a
 1-rank run measures whichever core it landed on, while a 2-rank run uses both. --no-pin runs
 them where the OS puts them.
 
+Runs on several ranks are bound one rank per core (--bind-to core, which MPICH's and Open MPI's
+launchers both take) and split each batch's samples by the speed they measure while training
+(halox-train --balance auto): a rank on a core that the host runs slower for a while (on this
+kind of virtual machine one core was 20-30 % slower than the other for minutes at a time) gets
+fewer samples, where an even split would make the other rank wait for it in every step. The
+rows list the splits each run chose (balance_splits, e.g. ["14 18"]: one change, to 14 and 18
+samples); --balance off and --no-bind measure without either.
+
 With 2 in --ranks it also measures what the machine itself allows: in every round, two
 independent 1-rank runs of the sample variant at once (two mpiexec launches, nothing shared;
 one pinned to each CPU).
@@ -90,6 +98,10 @@ def main():
     ap.add_argument("--out", default="bench-trainer")
     ap.add_argument("--no-capacity", action="store_true",
                     help="skip the two independent 1-rank runs (see above)")
+    ap.add_argument("--balance", default="auto",
+                    help="halox-train --balance for every run (off, auto, or weights)")
+    ap.add_argument("--no-bind", action="store_true",
+                    help="launch the runs on several ranks without --bind-to core")
     ap.add_argument("--no-pin", action="store_true",
                     help="run the 1-rank configurations and PyTorch where the OS puts them "
                          "instead of once on each of CPUs 0 and 1 (see above)")
@@ -112,14 +124,16 @@ def main():
     if cpus != [None] and not all(c in os.sched_getaffinity(0) for c in cpus):
         sys.exit("bench-trainer: CPUs 0 and 1 are not both available to pin to; pass --no-pin")
     per_cpu = {}  # (strategy, cpu): images/s of every 1-rank run pinned there
+    balance_log = {}  # (strategy, ranks): per run, the sample splits --balance auto chose
 
     def pinned(cpu):  # for Popen: run the child on `cpu` only
         return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
 
     def command(strategy, n, log):
-        return [a.mpiexec, "-n", str(n), a.train, "--model", f"{a.model}-{strategy}",
+        bind = ["--bind-to", "core"] if n > 1 and not a.no_bind else []
+        return [a.mpiexec, *bind, "-n", str(n), a.train, "--model", f"{a.model}-{strategy}",
                 "--batch", str(a.batch), "--steps", str(a.steps), "--no-eval",
-                "--train-size", str(a.train_size),
+                "--train-size", str(a.train_size), "--balance", a.balance,
                 "--threads", str(a.threads), "--print-every", "1000", "--log-json", log]
 
     def timed_steps(log):  # the steps after the two warm-up steps
@@ -136,9 +150,14 @@ def main():
             results = []
             for cpu in (cpus if n == 1 else [None]):
                 with tempfile.NamedTemporaryFile(suffix=".json") as log:
-                    subprocess.run(command(strategy, n, log.name), check=True, env=env,
-                                   stdout=subprocess.DEVNULL, preexec_fn=pinned(cpu))
+                    out = subprocess.run(command(strategy, n, log.name), check=True, env=env,
+                                         stdout=subprocess.PIPE, text=True,
+                                         preexec_fn=pinned(cpu)).stdout
                     results.append(timed_steps(log.name))
+                # The sample splits --balance chose in this run (the last is the one it kept).
+                splits = [l.split("(")[0].split("rank")[1].strip() for l in out.splitlines()
+                          if l.startswith("balance: samples per rank")]
+                balance_log.setdefault((strategy, n), []).append(splits)
                 if n == 1:
                     per_cpu.setdefault((strategy, cpu), []).append(median_rate(results[-1]))
             runs[(strategy, n)].append(results)
@@ -171,6 +190,8 @@ def main():
                "images_per_s": statistics.median(per_run), "runs": per_run}
         for k in ("time_s", "compute_s", "halo_s", "shuffle_s", "allreduce_s"):
             row[k] = statistics.mean(s[k] for s in best)
+        if n > 1:
+            row["balance_splits"] = balance_log.get((strategy, n), [])
         if n == 1 and cpus != [None]:
             row["per_cpu"] = {str(c): statistics.median(per_cpu[(strategy, c)]) for c in cpus}
         rate[(strategy, n)] = row["images_per_s"]
@@ -185,6 +206,7 @@ def main():
                      "runs": pair_runs})
         print(json.dumps(rows[-1]), flush=True)
     meta = {"model": a.model, "batch": a.batch, "steps": a.steps, "train_size": a.train_size,
+            "balance": a.balance, "bind_to_core": not a.no_bind,
             "threads": a.threads,
             "repeat": a.repeat, "load_at_start": load_at_start,
             "mpiexec": a.mpiexec, "cores": os.cpu_count(), "pinned_1rank_cpus": cpus,
