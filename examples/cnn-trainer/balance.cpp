@@ -59,16 +59,20 @@ void balancer::split(halox::index_t batch, std::vector<halox::index_t>& out) con
   split_by_weight(batch, weight_, out);
 }
 
-std::vector<halox::index_t> part_sizes(halox::process_grid const& grid,
-                                       std::vector<halox::index_t> const& per_rank) {
-  if (per_rank.empty()) return {};
-  HALOX_REQUIRE(static_cast<int>(per_rank.size()) == grid.size(), halox::errc::internal,
-                "halox-train: a sample split for " + std::to_string(per_rank.size()) +
-                    " ranks on a grid of " + std::to_string(grid.size()));
-  std::vector<halox::index_t> parts(static_cast<std::size_t>(grid.dims()[0]), 0);
+std::vector<halox::index_t> weighted_blocks(halox::process_grid const& grid, int d,
+                                            halox::index_t extent,
+                                            std::vector<double> const& weight) {
+  if (weight.empty()) return {};
+  HALOX_REQUIRE(static_cast<int>(weight.size()) == grid.size(), halox::errc::internal,
+                "halox-train: " + std::to_string(weight.size()) + " rank weights for a grid of " +
+                    std::to_string(grid.size()) + " ranks");
+  std::vector<double> part(static_cast<std::size_t>(grid.dims()[static_cast<std::size_t>(d)]), 0);
   for (int r = 0; r < grid.size(); ++r)
-    parts[static_cast<std::size_t>(grid.coords(r)[0])] += per_rank[static_cast<std::size_t>(r)];
-  return parts;
+    part[static_cast<std::size_t>(grid.coords(r)[static_cast<std::size_t>(d)])] +=
+        weight[static_cast<std::size_t>(r)];
+  std::vector<halox::index_t> sizes;
+  split_by_weight(extent, part, sizes);
+  return sizes;
 }
 
 balancer::balancer(std::string const& spec, int ranks) : ranks_(ranks) {
@@ -152,7 +156,21 @@ bool balancer::step(std::vector<double> const& busy, std::vector<double> const& 
     for (std::size_t r = 0; r < P && !next_.empty(); ++r)
       slowest_then = std::max(slowest_then, fixed_[r] + static_cast<double>(next_[r]) / speed_[r]);
   }
-  bool const better = !next_.empty() && slowest_then < (1 - min_gain) * slowest_now;
+  // What this split measured, for a later proposal to come back to it.
+  ++windows_;
+  tried* mine = nullptr;
+  for (auto& t : tried_)
+    if (t.split == samples) mine = &t;
+  if (!mine) mine = &tried_.emplace_back(tried{samples, 0, 0});
+  mine->slowest = slowest_now;
+  mine->window = windows_;
+  bool better = !next_.empty() && slowest_then < (1 - min_gain) * slowest_now;
+  // A split measured lately is judged by what it measured, not by the prediction: where the
+  // time does not quite follow the share (a spatial split's halos, an uneven layer), the
+  // predictions alone would send samples back and forth between two splits.
+  for (auto const& t : tried_)
+    if (better && t.split == next_ && windows_ - t.window <= memory)
+      better = t.slowest < (1 - min_gain) * slowest_now;
   // Taken when two windows in a row ask for the same split: a core that was slow for a moment
   // (another process, the launcher) moves nothing.
   bool const change = better && next_ == proposed_;

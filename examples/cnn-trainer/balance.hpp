@@ -1,7 +1,7 @@
 #pragma once
-// Splitting each batch's samples over the ranks by their speed (--balance): fixed weights, or
-// weights measured while training. A rank on a slower core (a shared or throttled virtual CPU,
-// an older node) otherwise holds every sample-parallel step back to its pace.
+// Splitting each batch's samples and each split spatial dimension over the ranks by their speed
+// (--balance): fixed weights, or weights measured while training. A rank on a slower core (a
+// shared or throttled virtual CPU, an older node) otherwise holds every step back to its pace.
 #include <halox/box.hpp>
 #include <halox/grid.hpp>
 
@@ -18,20 +18,22 @@ namespace trainer {
 void split_by_weight(halox::index_t batch, std::vector<double> const& weight,
                      std::vector<halox::index_t>& out);
 
-/// The sizes of the parts of `grid`'s first dimension when rank r holds `per_rank[r]` samples:
-/// a part gets the samples of all its ranks (which split the part's other dimensions). Empty
-/// `per_rank`: empty (balanced blocks).
-[[nodiscard]] std::vector<halox::index_t> part_sizes(halox::process_grid const& grid,
-                                                     std::vector<halox::index_t> const& per_rank);
+/// The block sizes of dimension `d` (of extent `extent`) over `grid` when rank r weighs
+/// `weight[r]`: a part along d weighs what its ranks weigh together, and gets its share of the
+/// extent by `split_by_weight`. Empty `weight`, or fewer elements than parts: empty (balanced
+/// blocks).
+[[nodiscard]] std::vector<halox::index_t> weighted_blocks(halox::process_grid const& grid, int d,
+                                                          halox::index_t extent,
+                                                          std::vector<double> const& weight);
 
 /// Chooses the rank weights. Fixed weights never change; measured ones (`auto`) start even and
 /// are revised from windows of steps. Each rank reports its busy time per step (compute and
-/// data loading, not waiting), the part of it spent in the layers whose samples are split, and
-/// its sample count: that part scales with the samples, the rest does not (a spatially split
-/// head, data loading, the loss). The split that would end every rank's busy time together is
-/// taken when it shortens the slowest rank's by more than `min_gain` in two windows in a row.
-/// The inputs are the same on every rank (summed over the ranks), so every rank takes the same
-/// decisions.
+/// data loading, not waiting), the part of it spent in the layers split over the ranks, and its
+/// sample count: that part scales with the rank's share (its samples, and its rows where space
+/// is split, follow the same weights), the rest does not (data loading, the loss). The split that
+/// would end every rank's busy time together is taken when it shortens the slowest rank's by more
+/// than `min_gain` in two windows in a row. The inputs are the same on every rank (summed over the
+/// ranks), so every rank takes the same decisions.
 class balancer {
 public:
   /// `spec`: "off", "auto", or comma-separated positive weights, one per rank. Throws
@@ -44,8 +46,8 @@ public:
   /// blocks).
   void split(halox::index_t batch, std::vector<halox::index_t>& out) const;
   /// A full batch ended on a network built with the current weights: rank r was busy `busy[r]`
-  /// seconds, `split_busy[r]` of them in the layers whose samples are split, and held
-  /// `samples[r]` samples. Returns true when the weights changed.
+  /// seconds, `split_busy[r]` of them in the layers split over the ranks, and held `samples[r]`
+  /// of the batch's samples in the FC head. Returns true when the weights changed.
   bool step(std::vector<double> const& busy, std::vector<double> const& split_busy,
             std::vector<halox::index_t> const& samples);
   /// The weights in use (empty: even).
@@ -60,6 +62,9 @@ public:
   /// Smallest predicted shortening of the slowest rank's busy time worth a new split (each
   /// new split builds a network: about 0.1-0.2 s for the shipped models).
   static constexpr double min_gain = 0.04;
+  /// Windows during which a split's measured time, not the prediction, decides a return to it
+  /// (speeds drift: a core slow a minute ago may not be now).
+  static constexpr long memory = 25;
 
 private:
   int ranks_;
@@ -71,6 +76,13 @@ private:
   std::vector<double> fixed_, speed_, want_, scratch_; // per rank, reused between windows
   std::vector<halox::index_t> next_;                   // the split this window's measurements give
   std::vector<halox::index_t> proposed_; // the one the previous window gave, if worth it
+  struct tried {                         // a split's slowest busy time, and when measured
+    std::vector<halox::index_t> split;
+    double slowest;
+    long window;
+  };
+  std::vector<tried> tried_;
+  long windows_ = 0;
   std::string reason_;
 };
 

@@ -114,7 +114,7 @@ std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, p
 template <class T>
 network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
                     std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo,
-                    std::vector<index_t> const& rank_samples)
+                    std::vector<double> const& rank_weight)
     : batch_(batch) {
   int nprocs = 0;
   MPI_Comm_size(grids.comm(), &nprocs);
@@ -155,9 +155,12 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
     std::unique_ptr<tensor_desc> fresh;
     if (!prev || prev->grid().dims() != dims) {
       std::vector<halox::dim_options> opt;
-      if (dims[0] > 1 && !rank_samples.empty()) { // samples split by --balance
+      if (!rank_weight.empty()) { // samples and space split by --balance
         opt.resize(shape.size());
-        opt[0].sizes = part_sizes(grids.get(dims), rank_samples);
+        for (std::size_t d = 0; d < shape.size(); ++d)
+          if (dims[d] > 1)
+            opt[d].sizes =
+                weighted_blocks(grids.get(dims), static_cast<int>(d), shape[d], rank_weight);
       }
       fresh = std::make_unique<tensor_desc>(grids.get(dims), shape, type, std::move(opt));
     }
@@ -182,7 +185,7 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
     if (!l.label.empty()) label_index[l.label] = i;
     if (l.kind == "flatten") flat = true;
     kinds_.push_back(l.kind);
-    split_.push_back(ly.in_desc().grid().dims()[0] > 1);
+    split_.push_back(ly.in_desc().grid().size() > 1);
     prev = &ly.out_desc();
     shape = prev->shape();
   }
@@ -321,13 +324,15 @@ template <class T> std::string network<T>::describe() const {
     os << "  " << i << " " << kinds_[i] << "  grid " << grid << "  in "
        << shape_str(l.in_desc().shape()) << "  out " << shape_str(l.out_desc().shape());
     halox::distribution const& d = l.in_desc().dist();
-    int const np = d.parts()[0];
-    bool balanced = true; // halox's balanced blocks, or a split chosen by --balance
-    for (int p = 0; p < np; ++p)
-      balanced = balanced && d.part_size(0, p) == d.shape()[0] / np + (p < d.shape()[0] % np);
-    if (!balanced) {
-      os << "  samples per part";
-      for (int p = 0; p < np; ++p) os << ' ' << d.part_size(0, p);
+    for (int k = 0; k < d.ndim(); ++k) {
+      int const np = d.parts()[static_cast<std::size_t>(k)];
+      index_t const e = d.shape()[static_cast<std::size_t>(k)];
+      bool balanced = true; // halox's balanced blocks, or a split chosen by --balance
+      for (int p = 0; p < np; ++p)
+        balanced = balanced && d.part_size(k, p) == e / np + (p < e % np);
+      if (balanced) continue;
+      os << (k == 0 ? "  samples per part" : "  dim " + std::to_string(k) + " per part");
+      for (int p = 0; p < np; ++p) os << ' ' << d.part_size(k, p);
     }
     if (i > 0 && !local_[i]) os << "  (redistributed from the previous layer)";
     if (fused_away_[i])

@@ -27,12 +27,12 @@ struct loss_sums {
 /// The layers of `m` built for batches of `batch` samples.
 template <class T> class network {
 public:
-  /// Collective over `grids.comm()`. `rank_samples`: how many of the batch's samples each rank
-  /// holds where the samples are split (a grid part holds those of its ranks; `balancer`);
-  /// empty: balanced blocks.
+  /// Collective over `grids.comm()`. `rank_weight`: the ranks' shares of the work (`balancer`):
+  /// every split dimension, samples or space, gives each part its ranks' share; empty: balanced
+  /// blocks.
   network(model_spec const& m, halox::index_t batch, param_store<T>& ps,
           std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo = {},
-          std::vector<halox::index_t> const& rank_samples = {});
+          std::vector<double> const& rank_weight = {});
   /// Layout of the input batch (its owned block is what this rank's data loader fills).
   [[nodiscard]] halox::tensor_desc const& input_desc() const { return layers_[0]->in_desc(); }
   /// The input buffer (laid out as `input_desc()`).
@@ -72,7 +72,7 @@ private:
   std::vector<bool> local_;      // layer i-1's output blocks are layer i's input blocks
   std::vector<bool> in_place_;   // layer i reads and writes one buffer (pointwise layers)
   std::vector<bool> fused_away_; // layer i (a ReLU) runs inside layer i-1
-  std::vector<bool> split_;      // layer i's samples are split over the ranks
+  std::vector<bool> split_;      // layer i is split over the ranks (its work follows the weights)
   std::vector<slot> in_, out_, dout_, din_; // x, y, dy and dx of each layer
   // Storage behind the slots: x_[i] layer i's input, y_[i] its output where it is moved by a
   // redistribution (or is the logits), dy_[i] / dx_[i] the gradients likewise.

@@ -48,19 +48,18 @@ public:
                 grid_cache& g, build_options const& bo, balancer const& bal)
       : m_(m), ps_(ps), lp_(lp), g_(g), bo_(bo), bal_(bal) {}
   network<T>& get(index_t n) {
-    bal_.split(n, split_); // reuses split_'s storage: a step allocates nothing here
     ++clock_;
+    std::vector<double> const& w = bal_.weights();
     entry* hit = nullptr;
     for (auto& e : nets_)
-      if (e.batch == n && e.split == split_) hit = &e;
+      if (e.batch == n && e.weight == w) hit = &e;
     if (!hit) {
       if (nets_.size() >= kept) { // the least recently used goes
         auto lru = std::min_element(nets_.begin(), nets_.end(),
                                     [](entry const& a, entry const& b) { return a.used < b.used; });
         nets_.erase(lru);
       }
-      nets_.push_back(
-          {n, split_, 0, std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_, split_)});
+      nets_.push_back({n, w, 0, std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_, w)});
       hit = &nets_.back();
     }
     hit->used = clock_;
@@ -71,7 +70,7 @@ private:
   static constexpr std::size_t kept = 8;
   struct entry {
     index_t batch;
-    std::vector<index_t> split;
+    std::vector<double> weight;
     unsigned long used;
     std::unique_ptr<network<T>> net;
   };
@@ -82,7 +81,6 @@ private:
   build_options bo_;
   balancer const& bal_;
   std::vector<entry> nets_;
-  std::vector<index_t> split_;
   unsigned long clock_ = 0;
 };
 
