@@ -56,15 +56,15 @@ public:
   [[nodiscard]] std::string const& reason() const noexcept { return reason_; }
 
   /// Steps of a newly chosen split that are not measured (plan building, kernel generation).
-  static constexpr int warm_up = 5;
+  static constexpr int warm_up = 3;
   /// Steps per measurement window.
-  static constexpr int window = 20;
+  static constexpr int window = 10;
   /// Smallest predicted shortening of the slowest rank's busy time worth a new split (each
   /// new split builds a network: about 0.1-0.2 s for the shipped models).
   static constexpr double min_gain = 0.04;
   /// Windows during which a split's measured time, not the prediction, decides a return to it
   /// (speeds drift: a core slow a minute ago may not be now).
-  static constexpr long memory = 25;
+  static constexpr long memory = 50;
 
 private:
   int ranks_;
