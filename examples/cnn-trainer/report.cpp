@@ -51,7 +51,9 @@ void reporter::flush() {
 }
 
 void reporter::wrote() {
-  if (MPI_Wtime() - last_flush_ >= flush_interval_s)
+  // With --debug-print every rank prints: one write per line, as a launcher forwarding several
+  // ranks' output may cut a longer write between lines of another rank.
+  if (o_.debug_print || MPI_Wtime() - last_flush_ >= flush_interval_s)
     flush();
   else
     pending_ = true;

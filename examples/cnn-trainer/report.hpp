@@ -72,11 +72,11 @@ public:
   void flush();
 
   /// Output is written out at most once per this many seconds while steps are fast; a line
-  /// after a quiet spell goes out at once. Why: the MPI library may leave stdout unbuffered
-  /// (MPICH does: two writes per line), and each write wakes the launcher's forwarding
-  /// processes, which on a machine with as many ranks as cores run on a core a rank needs.
-  /// With 2-step epochs (a short benchmark) rank 0 spent 126 us more than rank 1 on each
-  /// epoch summary, and rank 1 waited for it in the next step's first halo exchange.
+  /// after a quiet spell goes out at once (with --debug-print, every line at once). Why: the MPI
+  /// library may leave stdout unbuffered (MPICH does: two writes per line), and each write wakes
+  /// the launcher's forwarding processes, which on a machine with as many ranks as cores run on a
+  /// core a rank needs. With 2-step epochs (a short benchmark) rank 0 spent 126 us more than rank 1
+  /// on each epoch summary, and rank 1 waited for it in the next step's first halo exchange.
   static constexpr double flush_interval_s = 1.0;
   /// Compares this run's losses with those in a --log-json file (rank 0 reads it); returns the
   /// exit status, the same on every rank. Collective.
