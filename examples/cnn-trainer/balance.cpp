@@ -118,8 +118,8 @@ bool balancer::step(std::vector<double> const& busy, std::vector<double> const& 
     return false;
   }
   auto const P = static_cast<std::size_t>(ranks_);
-  auto const W = static_cast<std::size_t>(window);
-  if (busy_.empty()) busy_.assign(P * W, 0.0), split_.assign(P * W, 0.0);
+  if (busy_.empty()) // once: the longest window's steps
+    busy_.assign(P * static_cast<std::size_t>(max_window), 0.0), split_ = busy_;
   auto const at = static_cast<std::size_t>(seen_) * P;
   halox::index_t batch = 0;
   for (std::size_t r = 0; r < P; ++r) {
@@ -127,8 +127,12 @@ bool balancer::step(std::vector<double> const& busy, std::vector<double> const& 
     split_[at + r] = split_busy[r];
     batch += samples[r];
   }
-  if (++seen_ < window) return false;
+  elapsed_ += busy[0];
+  ++seen_;
+  if (seen_ < max_window && (seen_ < window || elapsed_ < window_s)) return false;
+  auto const W = static_cast<std::size_t>(seen_);
   seen_ = 0;
+  elapsed_ = 0;
   // Per step (medians over the window: one preempted step does not move samples), rank r is
   // busy fixed[r] + n / speed[r] seconds with n samples. The split that ends every rank's busy
   // time together at T: n[r] = (T - fixed[r]) * speed[r], summing to the batch (a rank that

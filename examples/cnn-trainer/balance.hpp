@@ -57,8 +57,12 @@ public:
 
   /// Steps of a newly chosen split that are not measured (plan building, kernel generation).
   static constexpr int warm_up = 3;
-  /// Steps per measurement window.
+  /// Steps per measurement window: at least `window`, and at least `window_s` seconds of rank
+  /// 0's busy time (a host's scheduling noise lasts milliseconds: short steps need more of
+  /// them), at most `max_window`.
   static constexpr int window = 10;
+  static constexpr double window_s = 0.025;
+  static constexpr int max_window = 128;
   /// Smallest predicted shortening of the slowest rank's busy time worth a new split (each
   /// new split builds a network: about 0.1-0.2 s for the shipped models).
   static constexpr double min_gain = 0.04;
@@ -71,6 +75,7 @@ private:
   bool measured_ = false;
   std::vector<double> weight_;
   int skip_ = warm_up, seen_ = 0;
+  double elapsed_ = 0; // rank 0's busy time in the current window
   // The window's steps, rank fastest: busy time outside and inside the sample-split layers.
   std::vector<double> busy_, split_;
   std::vector<double> fixed_, speed_, want_, scratch_; // per rank, reused between windows

@@ -87,21 +87,21 @@ TEST(TrainerBalance, AFasterRankGetsMoreSamples) {
   balancer b("auto", 2);
   // Rank 1 does a sample in 2/3 of rank 0's time: 32 samples end together near 13 / 19.
   int const w = balancer::warm_up + 2 * balancer::window; // two windows must agree
-  EXPECT_EQ(feed(b, 32, {1e-5, 1e-5}, {3e-5, 2e-5}, w - 1), 0);
-  EXPECT_EQ(feed(b, 32, {1e-5, 1e-5}, {3e-5, 2e-5}, 1), 1);
+  EXPECT_EQ(feed(b, 32, {1e-2, 1e-2}, {3e-2, 2e-2}, w - 1), 0);
+  EXPECT_EQ(feed(b, 32, {1e-2, 1e-2}, {3e-2, 2e-2}, 1), 1);
   std::vector<index_t> s;
   b.split(32, s);
   EXPECT_EQ(s, (std::vector<index_t>{13, 19})) << b.reason();
   EXPECT_NE(b.reason().find("samples per rank 13 19"), std::string::npos) << b.reason();
   // Balanced now: nothing moves while the speeds stay.
-  EXPECT_EQ(feed(b, 32, {1e-5, 1e-5}, {3e-5, 2e-5}, 10 * balancer::window), 0);
+  EXPECT_EQ(feed(b, 32, {1e-2, 1e-2}, {3e-2, 2e-2}, 10 * balancer::window), 0);
 }
 
 TEST(TrainerBalance, WorkOutsideTheSplitLayersIsWeighed) {
   balancer b("auto", 2);
   // Equal speed in the split layers, but rank 0 spends 6 samples' time elsewhere (a spatial
   // head on a slower core): it gets 3 samples fewer than rank 1.
-  feed(b, 32, {6e-5, 0}, {1e-5, 1e-5}, balancer::warm_up + 2 * balancer::window);
+  feed(b, 32, {6e-2, 0}, {1e-2, 1e-2}, balancer::warm_up + 2 * balancer::window);
   std::vector<index_t> s;
   b.split(32, s);
   EXPECT_EQ(s, (std::vector<index_t>{13, 19})) << b.reason();
@@ -110,17 +110,17 @@ TEST(TrainerBalance, WorkOutsideTheSplitLayersIsWeighed) {
 TEST(TrainerBalance, SmallOrPassingDifferencesMoveNothing) {
   balancer b("auto", 2);
   // 2 % slower: below the gain worth a new network.
-  EXPECT_EQ(feed(b, 32, {0, 0}, {1.02e-5, 1e-5}, 20 * balancer::window), 0);
+  EXPECT_EQ(feed(b, 32, {0, 0}, {1.02e-2, 1e-2}, 20 * balancer::window), 0);
   // One slow window (a passing disturbance) is not confirmed by the next.
   balancer c("auto", 2);
-  EXPECT_EQ(feed(c, 32, {0, 0}, {1e-5, 1e-5}, balancer::warm_up), 0);
-  EXPECT_EQ(feed(c, 32, {0, 0}, {2e-5, 1e-5}, balancer::window), 0);
-  EXPECT_EQ(feed(c, 32, {0, 0}, {1e-5, 1e-5}, 10 * balancer::window), 0);
+  EXPECT_EQ(feed(c, 32, {0, 0}, {1e-2, 1e-2}, balancer::warm_up), 0);
+  EXPECT_EQ(feed(c, 32, {0, 0}, {2e-2, 1e-2}, balancer::window), 0);
+  EXPECT_EQ(feed(c, 32, {0, 0}, {1e-2, 1e-2}, 10 * balancer::window), 0);
   // A single slow step inside a window is outvoted by the window's median.
   balancer d("auto", 2);
-  EXPECT_EQ(feed(d, 32, {0, 0}, {1e-5, 1e-5}, balancer::warm_up + 3), 0);
-  EXPECT_EQ(feed(d, 32, {0, 0}, {9e-5, 1e-5}, 1), 0);
-  EXPECT_EQ(feed(d, 32, {0, 0}, {1e-5, 1e-5}, 10 * balancer::window), 0);
+  EXPECT_EQ(feed(d, 32, {0, 0}, {1e-2, 1e-2}, balancer::warm_up + 3), 0);
+  EXPECT_EQ(feed(d, 32, {0, 0}, {9e-2, 1e-2}, 1), 0);
+  EXPECT_EQ(feed(d, 32, {0, 0}, {1e-2, 1e-2}, 10 * balancer::window), 0);
 }
 
 TEST(TrainerBalance, AMeasuredSplitIsNotRevisitedOnAPrediction) {
@@ -134,8 +134,7 @@ TEST(TrainerBalance, AMeasuredSplitIsNotRevisitedOnAPrediction) {
   for (int s = 0; s < 20 * balancer::window; ++s) {
     b.split(32, n);
     if (n.empty()) n = {16, 16};
-    busy = n[0] == 16 ? std::vector<double>{0.569e-3, 0.643e-3}
-                      : std::vector<double>{0.593e-3, 0.523e-3};
+    busy = n[0] == 16 ? std::vector<double>{0.569, 0.643} : std::vector<double>{0.593, 0.523};
     changes += b.step(busy, busy, n) ? 1 : 0;
   }
   EXPECT_EQ(changes, 1);
@@ -143,9 +142,18 @@ TEST(TrainerBalance, AMeasuredSplitIsNotRevisitedOnAPrediction) {
   EXPECT_EQ(n, (std::vector<index_t>{17, 15})) << b.reason();
 }
 
+TEST(TrainerBalance, ShortStepsMakeLongerWindows) {
+  // 0.5 ms steps: a window lasts until rank 0 was busy window_s (50 steps), so the move that
+  // ten-step windows would make after warm_up + 2 * window steps waits for two such windows.
+  balancer b("auto", 2);
+  int const per_window = static_cast<int>(balancer::window_s / (16 * 3e-5 + 1e-7)) + 1;
+  EXPECT_EQ(feed(b, 32, {0, 0}, {3e-5, 2e-5}, balancer::warm_up + 2 * per_window - 2), 0);
+  EXPECT_EQ(feed(b, 32, {0, 0}, {3e-5, 2e-5}, 4), 1);
+}
+
 TEST(TrainerBalance, FixedWeightsNeverChange) {
   balancer b("1,1", 2);
-  EXPECT_EQ(feed(b, 32, {0, 0}, {3e-5, 1e-5}, 10 * balancer::window), 0);
+  EXPECT_EQ(feed(b, 32, {0, 0}, {3e-2, 1e-2}, 10 * balancer::window), 0);
   std::vector<index_t> s;
   b.split(32, s);
   EXPECT_EQ(s, (std::vector<index_t>{16, 16}));
