@@ -7,6 +7,10 @@
 
 #include <mpi.h>
 
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
 namespace halox::ops {
 
 template <class T> struct dist_pool<T>::impl {
@@ -15,13 +19,70 @@ template <class T> struct dist_pool<T>::impl {
   local_kernels<T> k;         // the provider that computes every box
   detail::space_buffer<T> ws; // gathered dy, in the provider's memory
   dist_timings t;
+  // Max pooling where this rank's backward reads outputs another rank owns (a split window
+  // row): `bwd_out`, the outputs touching the owned inputs, is larger than the owned outputs.
+  // The forward then computes all of bwd_out into `yk` and copies the owned part to y, so that
+  // the winners it keeps are those of the outputs backward reads: without it that rank's
+  // backward found all its winners again (a whole forward pass) while the other's used them.
+  box bwd_out;
+  bool widen = false;
+  std::vector<T> yk;
 
   // Padding never takes part in a max (and average pooling counts it without reading it), so
   // halo cells beyond the global boundary are left as they are.
   impl(tensor_desc const& x, pool_params const& p_, dist_options const& o)
       : layer("dist_pool", x, windows(x, p_), x.shape().size() > 1 ? x.shape()[1] : 0,
               p_.kind == pool_kind::max, boundary_fill::untouched, o),
-        p(p_), k(o.provider, o.threads), ws(detail::space_ops(layer.mem)) {}
+        p(p_), k(o.provider, o.threads), ws(detail::space_ops(layer.mem)) {
+    // Only where the kernels keep winners (oneDNN, float, host memory); the others find them
+    // again in backward whatever the forward computed.
+    if (p.kind != pool_kind::max || !std::is_same_v<T, float> ||
+        k.provider() != compute_provider::onednn || layer.mem != memory_space::host ||
+        layer.in_own.empty())
+      return;
+    std::vector<detail::range1> r;
+    for (std::size_t i = 0; i < layer.win.size(); ++i)
+      r.push_back(detail::output_footprint(layer.win[i], {layer.in_own.lo[static_cast<int>(i)],
+                                                          layer.in_own.hi[static_cast<int>(i)]}));
+    bwd_out = detail::make_box(r);
+    widen = !bwd_out.empty() && bwd_out.volume() > layer.out_own.volume();
+  }
+
+  // The forward of the owned outputs through bwd_out (see above), keeping its winners.
+  void widened_forward(const_block_ref<T> const& xb, block_ref<T> const& yb) {
+    dims shape{yb.ref.shape[0], yb.ref.shape[1]};
+    dims origin;
+    for (int d = 0; d < bwd_out.nd; ++d) {
+      shape.push_back(bwd_out.extent(d));
+      origin.push_back(bwd_out.lo[d]);
+    }
+    yk.resize(static_cast<std::size_t>(element_count(shape))); // once: the shape stays
+    block_ref<T> const kb(tensor_ref<T>(yk.data(), shape), origin);
+    k.pool_forward_box(xb, layer.in_ext, kb, bwd_out, p, /*keep=*/true);
+    // The owned outputs' rows, from kb to y.
+    auto const org = [](block_ref<T> const& b, int d) { // an empty origin is all zeros
+      return b.origin.empty() ? index_t{0} : b.origin[static_cast<std::size_t>(d)];
+    };
+    box const& own = layer.out_own;
+    int const nsp = own.nd;
+    index_t const row = own.extent(nsp - 1);
+    index_t rows = 1;
+    for (int d = 0; d + 1 < nsp; ++d) rows *= own.extent(d);
+    for (index_t n = 0; n < shape[0]; ++n)
+      for (index_t c = 0; c < shape[1]; ++c)
+        for (index_t q = 0; q < rows; ++q) {
+          index_t rest = q, src = n * kb.ref.strides[0] + c * kb.ref.strides[1];
+          index_t dst = n * yb.ref.strides[0] + c * yb.ref.strides[1];
+          for (int d = nsp - 1; d >= 0; --d) {
+            index_t const i = d == nsp - 1 ? own.lo[d] : own.lo[d] + rest % own.extent(d);
+            if (d < nsp - 1) rest /= own.extent(d);
+            src += (i - org(kb, d)) * kb.ref.strides[2 + d];
+            dst += (i - org(yb, d)) * yb.ref.strides[2 + d];
+          }
+          std::memcpy(yb.ref.data + dst, kb.ref.data + src,
+                      static_cast<std::size_t>(row) * sizeof(T));
+        }
+  }
 
   static std::vector<detail::win1> windows(tensor_desc const& x, pool_params const& p) {
     HALOX_REQUIRE(x.type() == dtype_of<T>(), errc::invalid_argument,
@@ -76,7 +137,10 @@ template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view 
       L.opt, L.fwd_tune, L.tune_comm.get(), L.fwd_polls, L.in->grid().comm(),
       [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior, L.fwd_boundary, L.out_own,
       [&](box const& b, bool) {
-        impl_->k.pool_forward_box(xb, L.in_ext, yb, b, impl_->p, /*keep=*/true);
+        if (impl_->widen && b == L.out_own) // the whole block in one call
+          impl_->widened_forward(xb, yb);
+        else
+          impl_->k.pool_forward_box(xb, L.in_ext, yb, b, impl_->p, /*keep=*/true);
       },
       t);
   t.total = MPI_Wtime() - t0;

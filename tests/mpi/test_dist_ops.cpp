@@ -322,6 +322,54 @@ TEST(DistOps, MultiHopGlobalPool7x7) {
   check_conv<double>(c);
 }
 
+// Max pooling 3x3 / 2 over rows split between ranks (AlexNet's first pool): a rank whose
+// inputs feed an output another rank owns computes that output too in forward, so that the
+// winners oneDNN keeps are those its backward reads. Two rounds on one layer with new values
+// (the winners follow each forward), whole blocks and overlapped boxes, against the serial
+// operators; 3-D too, split along D and W.
+TEST(DistOps, SplitMaxPoolKeepsTheWinnersItsBackwardReads) {
+  if (!ops::provider_built(ops::compute_provider::onednn))
+    GTEST_SKIP() << "no oneDNN provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  int const p = world_size();
+  struct shape_case {
+    shape_t x;
+    std::vector<int> dims;
+    std::vector<index_t> k, s, pad;
+  };
+  for (auto const& sc :
+       {shape_case{{3, 4, 2 * 7 * p, 9}, {1, 1, p, 1}, {3, 3}, {2, 2}, {1, 1}},
+        shape_case{
+            {2, 3, 3 * p + 1, 5, 2 * p + 2}, {1, 1, p, 1, 1}, {3, 2, 3}, {2, 2, 2}, {1, 0, 1}},
+        shape_case{{2, 3, 6, 5, 4 * p}, {1, 1, 1, 1, p}, {2, 2, 3}, {2, 1, 2}, {0, 1, 1}}})
+    for (bool overlap : {false, true}) {
+      SCOPED_TRACE("x" + idx_str(sc.x) + (overlap ? " overlap" : ""));
+      process_grid grid(MPI_COMM_WORLD, sc.dims);
+      tensor_desc const xd(grid, sc.x, halox::dtype_of<float>());
+      ops::pool_params const pp{ops::pool_kind::max, sc.k, sc.s, sc.pad, sc.pad, {}, true};
+      ops::dist_pool<float> layer(xd, pp, with_overlap(overlap, ops::compute_provider::onednn));
+      shape_t const ys = ops::pool_output_shape(sc.x, pp);
+      std::vector<float> xl(static_cast<std::size_t>(layer.input_desc().local_elements()));
+      for (int round = 0; round < 2; ++round) {
+        auto x = random_tensor<float>(sc.x, 31 + round, -4, 4);
+        for (auto& v : x) v = std::floor(v); // ties: the first maximum wins
+        auto const dy = random_tensor<float>(ys, 41 + round);
+        std::vector<float> y_ref(dy.size()), dx_ref(x.size());
+        ops::pool_forward<float>({x.data(), sc.x}, {y_ref.data(), ys}, pp);
+        ops::pool_backward<float>({x.data(), sc.x}, {dy.data(), ys}, {dx_ref.data(), sc.x}, pp);
+        xl = scatter(layer.input_desc(), x); // the same size: the buffer keeps its address
+        std::vector<float> yl(static_cast<std::size_t>(layer.output_desc().local_elements()));
+        layer.forward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), yl));
+        expect_owned(layer.output_desc(), yl, y_ref, 0, "y");
+        auto dyl = scatter(layer.output_desc(), dy);
+        std::vector<float> dxl(xl.size(), 7.0f);
+        layer.backward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), dyl),
+                       tensor_view(layer.input_desc(), dxl));
+        expect_owned(layer.input_desc(), dxl, dx_ref, provider_tol(ops::compute_provider::onednn),
+                     "dx");
+      }
+    }
+}
+
 // The last mini-batch smaller than the number of ranks along N: trailing ranks own nothing.
 TEST(DistOps, EmptyRankAlongN) {
   int const p = world_size();

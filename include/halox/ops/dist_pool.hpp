@@ -21,8 +21,11 @@ namespace halox::ops {
 /// For max pooling the input halo is wide enough for backward too, which re-evaluates the
 /// windows of every output whose window touches the rank's block; the halo cells beyond the
 /// global boundary are never read (the kernels treat them as padding that never wins), so they
-/// are not filled. Every call is collective over the input's grid. Results equal the serial
-/// operators bitwise.
+/// are not filled. With the oneDNN provider (float, host memory) a rank whose backward reads
+/// outputs another rank owns computes those outputs too in forward (into a scratch block; only
+/// its own are written to y), so that the winners kept for backward are the ones it reads.
+/// Every call is collective over the input's grid. Results equal the serial operators bitwise
+/// (the reference provider; others within their own rounding).
 template <class T> class dist_pool {
 public:
   /// Collective over `x.grid()`; `p` as for `pool_forward`. Throws `halox::error` on a
