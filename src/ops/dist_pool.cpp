@@ -136,8 +136,10 @@ template <class T> void dist_pool<T>::forward(tensor_view const& x, tensor_view 
   detail::run_tuned(
       L.opt, L.fwd_tune, L.tune_comm.get(), L.fwd_polls, L.in->grid().comm(),
       [&] { L.halo->start(x); }, [&] { L.halo->wait(); }, L.fwd_interior, L.fwd_boundary, L.out_own,
-      [&](box const& b, bool) {
-        if (impl_->widen && b == L.out_own) // the whole block in one call
+      [&](box const& b, bool after_exchange) {
+        // The whole block in one call, with the halo in place: the outputs beyond the owned
+        // ones read it even where the owned ones do not (then computed before it arrives).
+        if (impl_->widen && after_exchange && b == L.out_own)
           impl_->widened_forward(xb, yb);
         else
           impl_->k.pool_forward_box(xb, L.in_ext, yb, b, impl_->p, /*keep=*/true);
