@@ -79,8 +79,12 @@ template <class T> struct dist_pool<T>::impl {
             src += (i - org(kb, d)) * kb.ref.strides[2 + d];
             dst += (i - org(yb, d)) * yb.ref.strides[2 + d];
           }
-          std::memcpy(yb.ref.data + dst, kb.ref.data + src,
-                      static_cast<std::size_t>(row) * sizeof(T));
+          index_t const ys = yb.ref.strides[static_cast<std::size_t>(1 + nsp)];
+          if (ys == 1)
+            std::memcpy(yb.ref.data + dst, kb.ref.data + src,
+                        static_cast<std::size_t>(row) * sizeof(T));
+          else // y's rows may be strided (any strides are allowed)
+            for (index_t j = 0; j < row; ++j) yb.ref.data[dst + j * ys] = kb.ref.data[src + j];
         }
   }
 

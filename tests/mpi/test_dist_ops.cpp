@@ -353,6 +353,17 @@ TEST(DistOps, SplitMaxPoolKeepsTheWinnersItsBackwardReads) {
       ops::dist_pool<float> layer(xd, pp, with_overlap(overlap, ops::compute_provider::onednn));
       shape_t const ys = ops::pool_output_shape(sc.x, pp);
       std::vector<float> xl(static_cast<std::size_t>(layer.input_desc().local_elements()));
+      // y with the output's blocks in a buffer whose last dimension has stride 2 (any strides
+      // are allowed for y): the owned rows the widened forward copies must land there too.
+      tensor_desc const& od = layer.output_desc();
+      std::vector<dim_options> yopt(static_cast<std::size_t>(od.ndim()));
+      for (int d = 0; d < od.ndim(); ++d)
+        for (int q = 0; q < od.dist().parts()[static_cast<std::size_t>(d)]; ++q)
+          yopt[static_cast<std::size_t>(d)].sizes.push_back(od.dist().part_size(d, q));
+      shape_t ystr(od.local_shape().size(), 2);
+      for (std::size_t d = ystr.size() - 1; d-- > 0;)
+        ystr[d] = ystr[d + 1] * std::max<index_t>(1, od.local_shape()[d + 1]);
+      tensor_desc const yd(grid, ys, halox::dtype_of<float>(), yopt, ystr);
       // With overlap each direction alternates between split and whole calls while it measures
       // them; one extra forward in round 0 makes round 1 a split forward (its interior computed
       // before the halo arrives) followed by a whole backward (which uses kept winners).
@@ -364,10 +375,10 @@ TEST(DistOps, SplitMaxPoolKeepsTheWinnersItsBackwardReads) {
         ops::pool_forward<float>({x.data(), sc.x}, {y_ref.data(), ys}, pp);
         ops::pool_backward<float>({x.data(), sc.x}, {dy.data(), ys}, {dx_ref.data(), sc.x}, pp);
         xl = scatter(layer.input_desc(), x); // the same size: the buffer keeps its address
-        std::vector<float> yl(static_cast<std::size_t>(layer.output_desc().local_elements()));
+        std::vector<float> yl(static_cast<std::size_t>(yd.local_elements()));
         for (int call = 0; call < (round == 0 ? 2 : 1); ++call)
-          layer.forward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), yl));
-        expect_owned(layer.output_desc(), yl, y_ref, 0, "y");
+          layer.forward(tensor_view(layer.input_desc(), xl), tensor_view(yd, yl));
+        expect_owned(yd, yl, y_ref, 0, "y");
         auto dyl = scatter(layer.output_desc(), dy);
         std::vector<float> dxl(xl.size(), 7.0f);
         layer.backward(tensor_view(layer.input_desc(), xl), tensor_view(layer.output_desc(), dyl),
