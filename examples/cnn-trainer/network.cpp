@@ -185,7 +185,6 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
     if (!l.label.empty()) label_index[l.label] = i;
     if (l.kind == "flatten") flat = true;
     kinds_.push_back(l.kind);
-    split_.push_back(ly.in_desc().grid().size() > 1);
     prev = &ly.out_desc();
     shape = prev->shape();
   }
@@ -259,7 +258,7 @@ template <class T> void network<T>::forward(step_context const& c) {
     if (i > 0 && !local_[i]) moves_[i]->forward(*out_[i - 1].buf, *in_[i].buf, *c.times);
     double const s0 = c.times->compute;
     if (!fused_away_[i]) layers_[i]->forward(in_[i].view(), out_[i].view(), c);
-    if (split_[i]) c.times->split += c.times->compute - s0;
+    c.times->split += c.times->compute - s0;
     if (c.clock) tick(c, i, t0, c0, true);
   }
 }
@@ -307,7 +306,7 @@ template <class T> void network<T>::backward(step_context const& c) {
     double const s0 = c.times->compute;
     if (!fused_away_[i])
       layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
-    if (split_[i]) c.times->split += c.times->compute - s0;
+    c.times->split += c.times->compute - s0;
     if (i > 0 && !local_[i]) moves_[i]->backward(*din_[i].buf, *dout_[i - 1].buf, *c.times);
     // The gradient buckets started so far move while the layers below compute.
     if (c.grads) c.grads->progress(c.times->allreduce);

@@ -72,7 +72,6 @@ private:
   std::vector<bool> local_;      // layer i-1's output blocks are layer i's input blocks
   std::vector<bool> in_place_;   // layer i reads and writes one buffer (pointwise layers)
   std::vector<bool> fused_away_; // layer i (a ReLU) runs inside layer i-1
-  std::vector<bool> split_;      // layer i is split over the ranks (its work follows the weights)
   std::vector<slot> in_, out_, dout_, din_; // x, y, dy and dx of each layer
   // Storage behind the slots: x_[i] layer i's input, y_[i] its output where it is moved by a
   // redistribution (or is the logits), dy_[i] / dx_[i] the gradients likewise.

@@ -218,14 +218,13 @@ int reporter::compare(std::string const& path, double rtol, MPI_Comm comm) {
       ++n;
       worst = std::max(worst, std::abs(loss - it->second) / std::max(std::abs(it->second), 1e-30));
     }
+    flush(); // the lines held back by the rate limit come first
     if (n == 0 || n != static_cast<long>(losses_.size())) {
-      flush();
       std::printf("compare: %s has %ld of this run's %zu steps; FAILED\n", path.c_str(), n,
                   losses_.size());
       status = 1;
     } else {
       status = worst <= rtol ? 0 : 1;
-      flush();
       std::printf("compare: %ld steps, max relative loss difference %.3g (rtol %.3g): %s\n", n,
                   worst, rtol, status ? "FAILED" : "ok");
     }

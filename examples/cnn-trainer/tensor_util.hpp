@@ -17,8 +17,9 @@ struct phase_times {
   double halo = 0;      ///< halo exchanges and output-gradient gathers of the dist ops
   double shuffle = 0;   ///< redistributions between strategies
   double allreduce = 0; ///< gradient and statistics all-reductions, the loss reduction
-  /// The part of `compute` spent in layers whose samples are split over the ranks: the work
-  /// that follows the sample split (--balance).
+  /// The part of `compute` spent inside the layers: every layer's grid spans all the ranks, so
+  /// this is the work that follows the ranks' shares of samples and space (--balance); the rest
+  /// (data loading, the loss, copies between layers) does not.
   double split = 0;
   /// Adds `o` to these times.
   void add(phase_times const& o) {

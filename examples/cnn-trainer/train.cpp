@@ -180,9 +180,9 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     // --profile: the steps after the first few (kernel generation, first touches, measured
     // overlap) are timed layer by layer.
     layer_clock clock;
-    // The loss sums, then with --balance auto every rank's busy time and the part of it in the
-    // sample-split layers (its own slots set, the others 0: the sum gathers them); and the
-    // sample counts each rank held.
+    // The loss sums, then with --balance auto every rank's busy time and the part of it inside
+    // the layers (its own slots set, the others 0: the sum gathers them); and the sample counts
+    // each rank held.
     std::size_t const P = bal.measures() ? static_cast<std::size_t>(size) : 0;
     std::vector<double> v(2 + 2 * P), busy(P), split_busy(P);
     std::vector<index_t> held(P);
@@ -233,7 +233,8 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
         for (std::size_t r = 0; r < P; ++r) {
           busy[r] = v[2 + r];
           split_busy[r] = v[2 + P + r];
-          held[r] = ld.part_size(0, ld.coords_of(static_cast<int>(r))[0]);
+          // The logits are sample-parallel over all the ranks (grid P x 1): rank r holds part r.
+          held[r] = ld.part_size(0, static_cast<int>(r));
         }
         if (bal.step(busy, split_busy, held)) out.text(bal.reason() + "\n");
       }

@@ -1,4 +1,5 @@
 #include "ops/dist_window.hpp"
+#include "ops/elementwise.hpp"
 #include "ops/memory.hpp"
 
 #include <halox/error.hpp>
@@ -7,7 +8,7 @@
 
 #include <mpi.h>
 
-#include <cstring>
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -21,12 +22,16 @@ template <class T> struct dist_pool<T>::impl {
   dist_timings t;
   // Max pooling where this rank's backward reads outputs another rank owns (a split window
   // row): `bwd_out`, the outputs touching the owned inputs, is larger than the owned outputs.
-  // The forward then computes all of bwd_out into `yk` and copies the owned part to y, so that
-  // the winners it keeps are those of the outputs backward reads: without it that rank's
-  // backward found all its winners again (a whole forward pass) while the other's used them.
+  // The forward then computes all of bwd_out into `kb` (over `yk`) and copies the owned part to
+  // y, so that the winners it keeps are those of the outputs backward reads: without it that
+  // rank's backward found all its winners again (a whole forward pass) while the other's used
+  // them. Built once: a forward call allocates nothing.
   box bwd_out;
   bool widen = false;
   std::vector<T> yk;
+  block_ref<T> kb;    // yk as the block of bwd_out
+  dims own_shape;     // [N, C, owned output extents...]
+  index_t own_at = 0; // offset of the first owned output in yk
 
   // Padding never takes part in a max (and average pooling counts it without reading it), so
   // halo cells beyond the global boundary are left as they are.
@@ -40,52 +45,42 @@ template <class T> struct dist_pool<T>::impl {
         k.provider() != compute_provider::onednn || layer.mem != memory_space::host ||
         layer.in_own.empty())
       return;
+    box const& own = layer.out_own;
     std::vector<detail::range1> r;
-    for (std::size_t i = 0; i < layer.win.size(); ++i)
-      r.push_back(detail::output_footprint(layer.win[i], {layer.in_own.lo[static_cast<int>(i)],
-                                                          layer.in_own.hi[static_cast<int>(i)]}));
+    for (int i = 0; i < own.nd; ++i)
+      r.push_back(detail::output_footprint(layer.win[static_cast<std::size_t>(i)],
+                                           {layer.in_own.lo[i], layer.in_own.hi[i]}));
     bwd_out = detail::make_box(r);
-    widen = !bwd_out.empty() && bwd_out.volume() > layer.out_own.volume();
+    widen = !bwd_out.empty() && bwd_out.volume() > own.volume();
+    if (!widen) return;
+    box const xo = layer.in->owned_box(); // N and C as the output's
+    dims shape{xo.extent(0), xo.extent(1)}, origin;
+    own_shape = shape;
+    for (int d = 0; d < own.nd; ++d) {
+      shape.push_back(bwd_out.extent(d));
+      origin.push_back(bwd_out.lo[d]);
+      own_shape.push_back(own.extent(d));
+    }
+    yk.resize(static_cast<std::size_t>(element_count(shape)));
+    kb = block_ref<T>(tensor_ref<T>(yk.data(), shape), origin);
+    for (int d = 0; d < own.nd; ++d)
+      own_at += (own.lo[d] - bwd_out.lo[d]) * kb.ref.strides[static_cast<std::size_t>(2 + d)];
   }
 
   // The forward of the owned outputs through bwd_out (see above), keeping its winners.
   void widened_forward(const_block_ref<T> const& xb, block_ref<T> const& yb) {
-    dims shape{yb.ref.shape[0], yb.ref.shape[1]};
-    dims origin;
-    for (int d = 0; d < bwd_out.nd; ++d) {
-      shape.push_back(bwd_out.extent(d));
-      origin.push_back(bwd_out.lo[d]);
-    }
-    yk.resize(static_cast<std::size_t>(element_count(shape))); // once: the shape stays
-    block_ref<T> const kb(tensor_ref<T>(yk.data(), shape), origin);
     k.pool_forward_box(xb, layer.in_ext, kb, bwd_out, p, /*keep=*/true);
-    // The owned outputs' rows, from kb to y.
-    auto const org = [](block_ref<T> const& b, int d) { // an empty origin is all zeros
-      return b.origin.empty() ? index_t{0} : b.origin[static_cast<std::size_t>(d)];
-    };
     box const& own = layer.out_own;
-    int const nsp = own.nd;
-    index_t const row = own.extent(nsp - 1);
-    index_t rows = 1;
-    for (int d = 0; d + 1 < nsp; ++d) rows *= own.extent(d);
-    for (index_t n = 0; n < shape[0]; ++n)
-      for (index_t c = 0; c < shape[1]; ++c)
-        for (index_t q = 0; q < rows; ++q) {
-          index_t rest = q, src = n * kb.ref.strides[0] + c * kb.ref.strides[1];
-          index_t dst = n * yb.ref.strides[0] + c * yb.ref.strides[1];
-          for (int d = nsp - 1; d >= 0; --d) {
-            index_t const i = d == nsp - 1 ? own.lo[d] : own.lo[d] + rest % own.extent(d);
-            if (d < nsp - 1) rest /= own.extent(d);
-            src += (i - org(kb, d)) * kb.ref.strides[2 + d];
-            dst += (i - org(yb, d)) * yb.ref.strides[2 + d];
-          }
-          index_t const ys = yb.ref.strides[static_cast<std::size_t>(1 + nsp)];
-          if (ys == 1)
-            std::memcpy(yb.ref.data + dst, kb.ref.data + src,
-                        static_cast<std::size_t>(row) * sizeof(T));
-          else // y's rows may be strided (any strides are allowed)
-            for (index_t j = 0; j < row; ++j) yb.ref.data[dst + j * ys] = kb.ref.data[src + j];
-        }
+    T* y = yb.ref.data;
+    for (int d = 0; d < own.nd; ++d) // y's origin: empty means all zeros
+      y += (own.lo[d] - (yb.origin.empty() ? 0 : yb.origin[static_cast<std::size_t>(d)])) *
+           yb.ref.strides[static_cast<std::size_t>(2 + d)];
+    T const* src = yk.data() + own_at;
+    // y may have any strides: runs are rows where its last dimension is dense, else elements.
+    detail::for_each_run(own_shape, yb.ref.strides, kb.ref.strides, kb.ref.strides,
+                         [&](index_t oy, index_t ok, index_t, index_t n) {
+                           std::copy(src + ok, src + ok + n, y + oy);
+                         });
   }
 
   static std::vector<detail::win1> windows(tensor_desc const& x, pool_params const& p) {
