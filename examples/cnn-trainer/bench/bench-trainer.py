@@ -45,6 +45,12 @@ The last lines are the yardstick:
   halox/torch time per image (1 rank, 1 thread): X     torch images/s / halox images/s, 1 rank
   speed-up 2 ranks sample: Y                           halox sample, 2 ranks over 1 rank
   speed-up 2 ranks spatial: Z                          halox spatial, 2 ranks over 1 rank
+
+Each of X, Y, Z (and C) is the median over the rounds of the ratio within a round: the runs of
+one round follow each other within seconds, while the speed of this kind of virtual machine can
+change by 10-30 % from one round to the next, which a ratio of the two medians would mix into
+the result. The lines before the yardstick list each round's ratio and the ratio of the
+medians; the JSON keeps them under "yardstick".
 """
 import argparse
 import json
@@ -77,6 +83,12 @@ def torch_images_per_s(model_file, batch, steps, threads):
         opt.step()
         rates.append(batch / (time.perf_counter() - t0))
     return statistics.median(rates[2:])
+
+
+def paired(num, den):
+    """The median over the rounds of num[i] / den[i]: runs of one round share the machine's
+    state of the moment, so their ratio leaves out what changed between rounds."""
+    return statistics.median(n / d for n, d in zip(num, den))
 
 
 def main():
@@ -183,8 +195,10 @@ def main():
                     os.sched_setaffinity(0, saved)
         torch_runs.append(statistics.mean(rates))
     rate = {}
+    per_round = {}  # (strategy, ranks): images/s of each round's run, in round order
     for (strategy, n), rs in runs.items():
         per_run = [statistics.mean(median_rate(steps) for steps in r) for r in rs]
+        per_round[(strategy, n)] = per_run
         best = rs[per_run.index(statistics.median_low(per_run))][0]
         row = {"impl": "halox-train", "strategy": strategy, "ranks": n,
                "images_per_s": statistics.median(per_run), "runs": per_run}
@@ -227,17 +241,35 @@ def main():
         if "per_cpu" in r:
             print(f"1-rank {r['strategy']} by CPU: " +
                   ", ".join(f"cpu {c} {v:.0f}" for c, v in r["per_cpu"].items()))
-    torch_rate = next(r["images_per_s"] for r in rows if r["impl"].startswith("pytorch"))
-    one = rate.get(("sample", 1)) or next((v for (st, n), v in rate.items() if n == 1), None)
+    one_key = ("sample", 1) if ("sample", 1) in rate else next(
+        ((st, n) for (st, n) in rate if n == 1), None)
     if pair_runs and ("sample", 1) in rate:
         print(f"capacity: 2 independent 1-rank runs together: "
-              f"{statistics.median(pair_runs) / rate[('sample', 1)]:.2f}")
-    if one:
-        print(f"halox/torch time per image (1 rank, {a.threads} thread{'s' if a.threads > 1 else ''}): "
-              f"{torch_rate / one:.2f}")
+              f"{paired(pair_runs, per_round[('sample', 1)]):.2f}")
+    # Each ratio is the median over the rounds of that round's ratio (see the docstring);
+    # the ratio of the two medians is printed too, for comparison.
+    summary = {}
     for strategy in ("sample", "spatial"):
         if (strategy, 1) in rate and (strategy, 2) in rate:
-            print(f"speed-up 2 ranks {strategy}: {rate[(strategy, 2)] / rate[(strategy, 1)]:.2f}")
+            two, one = per_round[(strategy, 2)], per_round[(strategy, 1)]
+            rounds = [t / o for t, o in zip(two, one)]
+            summary[f"speed_up_2_ranks_{strategy}"] = {
+                "per_round": rounds, "median": statistics.median(rounds),
+                "ratio_of_medians": rate[(strategy, 2)] / rate[(strategy, 1)]}
+            print(f"  {strategy}: per round " + " ".join(f"{r:.2f}" for r in rounds) +
+                  f"; ratio of the medians {rate[(strategy, 2)] / rate[(strategy, 1)]:.2f}")
+    if one_key:
+        summary["halox_over_torch_time"] = paired(torch_runs, per_round[one_key])
+    doc = json.load(open(a.out + ".json"))
+    doc["yardstick"] = summary
+    json.dump(doc, open(a.out + ".json", "w"), indent=1)
+    if one_key:
+        print(f"halox/torch time per image (1 rank, {a.threads} thread{'s' if a.threads > 1 else ''}): "
+              f"{summary['halox_over_torch_time']:.2f}")
+    for strategy in ("sample", "spatial"):
+        if f"speed_up_2_ranks_{strategy}" in summary:
+            print(f"speed-up 2 ranks {strategy}: "
+                  f"{summary[f'speed_up_2_ranks_{strategy}']['median']:.2f}")
 
 
 if __name__ == "__main__":
