@@ -63,9 +63,11 @@ void reporter::tick() {
   if (pending_ && MPI_Wtime() - last_flush_ >= flush_interval_s) flush();
 }
 
-void reporter::line(std::string const& s) {
+void reporter::line(std::string const& s) { line_of(rank_, s); }
+
+void reporter::line_of(int rank, std::string const& s) {
   if (!prints_) return;
-  if (o_.debug_print) text_ += fmt("[%d/%d] ", rank_, size_);
+  if (o_.debug_print) text_ += fmt("[%d/%d] ", rank, size_);
   text_ += s;
   text_ += '\n';
   wrote();
@@ -157,15 +159,21 @@ void reporter::profile(layer_clock const& k, std::vector<std::string> const& kin
   std::vector<double> all(rank_ == 0 ? mine.size() * static_cast<std::size_t>(size_) : 0);
   MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
              static_cast<int>(mine.size()), MPI_DOUBLE, 0, comm);
-  if (o_.debug_print) { // every rank prints its own times
-    std::string t = "this rank, ms per step: layer, forward (of it communication), backward "
-                    "(of it communication)\n";
-    for (std::size_t i = 0; i < n; ++i)
-      t += fmt("%-4zu %-9s %8.3f (%.3f) %8.3f (%.3f)\n", i, kinds[i].c_str(), mine[4 * i],
-               mine[4 * i + 1], mine[4 * i + 2], mine[4 * i + 3]);
-    text(t + fmt("step %.3f\n", mine[4 * n]));
-  }
   if (rank_ != 0) return;
+  if (o_.debug_print) {
+    // Every rank's own times, prefixed with that rank. Rank 0 prints them all from the gather:
+    // written by their own ranks, a launcher's forwarding could cut a row (Open MPI, rarely).
+    for (int r = 0; r < size_; ++r) {
+      double const* m = all.data() + static_cast<std::size_t>(r) * mine.size();
+      auto const own = [&](std::string const& s) { line_of(r, s); };
+      own("this rank, ms per step: layer, forward (of it communication), backward (of it "
+          "communication)");
+      for (std::size_t i = 0; i < n; ++i)
+        own(fmt("%-4zu %-9s %8.3f (%.3f) %8.3f (%.3f)", i, kinds[i].c_str(), m[4 * i], m[4 * i + 1],
+                m[4 * i + 2], m[4 * i + 3]));
+      own(fmt("step %.3f", m[4 * n]));
+    }
+  }
   // min, max, the rank of the max, and the communication time of that rank.
   auto const stats = [&](std::size_t j) {
     double lo = all[j], hi = all[j];

@@ -84,6 +84,7 @@ public:
 
 private:
   void line(std::string const& s);
+  void line_of(int rank, std::string const& s); // a line about `rank` (its prefix, --debug-print)
   void wrote(); // after buffering output: flushes now, or marks it pending
   options o_;
   int rank_, size_;
