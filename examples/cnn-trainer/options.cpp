@@ -24,6 +24,13 @@ long to_long(std::string const& opt, std::string const& v, long min) {
   return x;
 }
 
+// A --grad-reduce value.
+std::string checked_grad_reduce(std::string const& v) {
+  if (v != "auto" && v != "shared" && v != "mpi")
+    bad("--grad-reduce " + v + ": use auto, shared or mpi");
+  return v;
+}
+
 // A backend name that this build can run on host memory ("auto" included).
 std::string checked_backend(std::string const& v) {
   if (v == "auto") return v;
@@ -92,7 +99,11 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --print-every N       progress line every N steps                           [10]
   --bucket-kb N|auto    sum the gradients over the ranks in buckets of N KiB, each started
                         as soon as backward has filled it (0: one bucket after backward;
-                        auto: 16 under MPICH, 0 under other MPIs)             [auto]
+                        auto: 16 under MPICH, 0 under other MPIs; MPI path)   [auto]
+  --grad-reduce auto|shared|mpi
+                        sum the gradients in shared memory (every rank on one node) or by
+                        MPI all-reductions; auto: shared memory when the ranks share a
+                        node                                                  [auto]
   --balance off|auto|W,W,...
                         split each batch's samples over the ranks evenly (off), by the
                         speed measured while training (auto: a rank on a slower core gets
@@ -145,6 +156,7 @@ options parse_options(std::vector<std::string> const& args) {
                "1048576 (1 GiB)");
          o.bucket_kb = kb;
        }},
+      {"--grad-reduce", [&](auto const& v) { o.grad_reduce = checked_grad_reduce(v); }},
       {"--balance", [&](auto const& v) { o.balance = v; }},
       {"--compare-log", [&](auto const& v) { o.compare_log = v; }},
       {"--expect-accuracy",

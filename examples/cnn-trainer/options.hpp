@@ -39,6 +39,9 @@ struct options {
   /// Gradient all-reduce buckets of this many KiB, started during backward (0: one bucket
   /// after backward; -1: the MPI library's default, grad_reducer::default_bucket_bytes).
   long bucket_kb = -1;
+  /// How the gradients are summed over the ranks: auto (shared memory when every rank runs on
+  /// one node, else MPI), shared or mpi.
+  std::string grad_reduce = "auto";
   /// How each batch's samples are split over the ranks: off (even), auto (by measured speed), or
   /// one weight per rank (balancer).
   std::string balance = "off";

@@ -167,7 +167,10 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   std::size_t const bucket =
       o.bucket_kb >= 0 ? static_cast<std::size_t>(o.bucket_kb) * 1024 : grad_reducer::auto_bucket;
   grad_reducer grads(world, mpi_type<T>(), sizeof(T), o.deterministic ? 0 : nt,
-                     o.deterministic ? nt : 0, bucket);
+                     o.deterministic ? nt : 0, bucket,
+                     o.grad_reduce == "shared" ? reduce_path::shared
+                     : o.grad_reduce == "mpi"  ? reduce_path::mpi
+                                               : reduce_path::automatic);
   if (o.describe) out.text(grads.describe() + "\n");
 
   int status = 0;
