@@ -131,12 +131,7 @@ void grad_reducer::add(grad_part const& g) {
   HALOX_REQUIRE(s.filled + g.count <= s.total, halox::errc::internal,
                 "halox-train: the gradient buckets hold " + std::to_string(s.total) +
                     " values of " + std::to_string(s.size) + " bytes but the layers listed more");
-  if (shared() && !packing_) {
-    // This slot is overwritten from here on: every rank must have read its sums of the last
-    // reduction from it (at once in practice: a whole forward pass has run since).
-    await(&flags::read, done_);
-    packing_ = true;
-  }
+  if (shared()) claim_slot();
   std::memcpy(s.data + s.filled * s.size, g.data, g.count * s.size);
   s.filled += g.count;
   s.parts.push_back(g);
@@ -217,10 +212,18 @@ void grad_reducer::await(flag flags::*which, std::uint64_t k) const {
   }
 }
 
+void grad_reducer::claim_slot() {
+  if (packing_) return;
+  // This slot is overwritten from here on: every rank must have read its sums of the last
+  // reduction from it (at once in practice: a whole forward pass has run since).
+  await(&flags::read, done_);
+  packing_ = true;
+}
+
 void grad_reducer::wait_shared(MPI_Request* also) {
   std::uint64_t const k = done_ + 1;
   flags& me = *flags_[static_cast<std::size_t>(rank_)];
-  if (!packing_) await(&flags::read, done_); // a step without members still takes its turn
+  claim_slot(); // a step without members still takes its turn
   me.filled.v.store(k, std::memory_order_release);
   await(&flags::filled, k);
   for (stream* s : {&t_, &f64_}) { // part rank_ of the sums, into this rank's slot

@@ -104,8 +104,11 @@ private:
   void wait_shared(MPI_Request* also);
   // Waits until every rank's flag `which` has reached `k`.
   void await(flag flags::*which, std::uint64_t k) const;
-  // [lo, hi) of the values part q of a stream with n values holds.
+  // The first of the values that part q of a stream with n values holds (n for q = ranks_):
+  // part q is [part_lo(n, q), part_lo(n, q + 1)).
   [[nodiscard]] std::size_t part_lo(std::size_t n, int q) const;
+  // Before this rank packs into its slot: waits until every rank has read the last sums.
+  void claim_slot();
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int ranks_ = 1, rank_ = 0;

@@ -85,10 +85,15 @@ def torch_images_per_s(model_file, batch, steps, threads):
     return statistics.median(rates[2:])
 
 
+def round_ratios(num, den):
+    """num[i] / den[i] per round i: runs of one round share the machine's state of the moment,
+    so their ratio leaves out what changed between rounds."""
+    return [n / d for n, d in zip(num, den)]
+
+
 def paired(num, den):
-    """The median over the rounds of num[i] / den[i]: runs of one round share the machine's
-    state of the moment, so their ratio leaves out what changed between rounds."""
-    return statistics.median(n / d for n, d in zip(num, den))
+    """The median over the rounds of the ratio within a round (round_ratios)."""
+    return statistics.median(round_ratios(num, den))
 
 
 def main():
@@ -225,7 +230,23 @@ def main():
             "repeat": a.repeat, "load_at_start": load_at_start,
             "mpiexec": a.mpiexec, "cores": os.cpu_count(), "pinned_1rank_cpus": cpus,
             "command": " ".join(sys.argv)}
-    json.dump({"meta": meta, "results": rows}, open(a.out + ".json", "w"), indent=1)
+    # The yardstick: each ratio is the median over the rounds of that round's ratio (see the
+    # docstring); the ratio of the two medians is kept too, for comparison.
+    one_key = ("sample", 1) if ("sample", 1) in rate else next(
+        ((st, n) for (st, n) in rate if n == 1), None)
+    summary = {}
+    for strategy in ("sample", "spatial"):
+        if (strategy, 1) in rate and (strategy, 2) in rate:
+            rounds = round_ratios(per_round[(strategy, 2)], per_round[(strategy, 1)])
+            summary[f"speed_up_2_ranks_{strategy}"] = {
+                "per_round": rounds, "median": statistics.median(rounds),
+                "ratio_of_medians": rate[(strategy, 2)] / rate[(strategy, 1)]}
+    if one_key:
+        summary["halox_over_torch_time"] = paired(torch_runs, per_round[one_key])
+    if pair_runs and ("sample", 1) in rate:
+        summary["capacity"] = paired(pair_runs, per_round[("sample", 1)])
+    json.dump({"meta": meta, "results": rows, "yardstick": summary}, open(a.out + ".json", "w"),
+              indent=1)
     with open(a.out + ".md", "w") as f:
         f.write(f"| implementation | strategy | ranks | images/s | step (ms) | compute | halo | shuffle | allreduce |\n")
         f.write("|---|---|---|---|---|---|---|---|---|\n")
@@ -241,35 +262,20 @@ def main():
         if "per_cpu" in r:
             print(f"1-rank {r['strategy']} by CPU: " +
                   ", ".join(f"cpu {c} {v:.0f}" for c, v in r["per_cpu"].items()))
-    one_key = ("sample", 1) if ("sample", 1) in rate else next(
-        ((st, n) for (st, n) in rate if n == 1), None)
-    if pair_runs and ("sample", 1) in rate:
-        print(f"capacity: 2 independent 1-rank runs together: "
-              f"{paired(pair_runs, per_round[('sample', 1)]):.2f}")
-    # Each ratio is the median over the rounds of that round's ratio (see the docstring);
-    # the ratio of the two medians is printed too, for comparison.
-    summary = {}
+    if "capacity" in summary:
+        print(f"capacity: 2 independent 1-rank runs together: {summary['capacity']:.2f}")
     for strategy in ("sample", "spatial"):
-        if (strategy, 1) in rate and (strategy, 2) in rate:
-            two, one = per_round[(strategy, 2)], per_round[(strategy, 1)]
-            rounds = [t / o for t, o in zip(two, one)]
-            summary[f"speed_up_2_ranks_{strategy}"] = {
-                "per_round": rounds, "median": statistics.median(rounds),
-                "ratio_of_medians": rate[(strategy, 2)] / rate[(strategy, 1)]}
-            print(f"  {strategy}: per round " + " ".join(f"{r:.2f}" for r in rounds) +
-                  f"; ratio of the medians {rate[(strategy, 2)] / rate[(strategy, 1)]:.2f}")
-    if one_key:
-        summary["halox_over_torch_time"] = paired(torch_runs, per_round[one_key])
-    doc = json.load(open(a.out + ".json"))
-    doc["yardstick"] = summary
-    json.dump(doc, open(a.out + ".json", "w"), indent=1)
+        y = summary.get(f"speed_up_2_ranks_{strategy}")
+        if y:
+            print(f"  {strategy}: per round " + " ".join(f"{r:.2f}" for r in y["per_round"]) +
+                  f"; ratio of the medians {y['ratio_of_medians']:.2f}")
     if one_key:
         print(f"halox/torch time per image (1 rank, {a.threads} thread{'s' if a.threads > 1 else ''}): "
               f"{summary['halox_over_torch_time']:.2f}")
     for strategy in ("sample", "spatial"):
-        if f"speed_up_2_ranks_{strategy}" in summary:
-            print(f"speed-up 2 ranks {strategy}: "
-                  f"{summary[f'speed_up_2_ranks_{strategy}']['median']:.2f}")
+        y = summary.get(f"speed_up_2_ranks_{strategy}")
+        if y:
+            print(f"speed-up 2 ranks {strategy}: {y['median']:.2f}")
 
 
 if __name__ == "__main__":
