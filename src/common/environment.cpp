@@ -31,7 +31,7 @@ struct entry {
 
 // The table: the README's "Environment variables" table lists the same rows (a lint test keeps
 // them equal). Errors quote `accepts`, `example` and `unset`.
-constexpr std::array<entry, 18> table{{
+constexpr std::array<entry, 19> table{{
     {"HALOX_TIMEOUT", kind::seconds, "a number of seconds >= 0 (0: no bound)", "30",
      "300 s (`halox::default_timeout_seconds`)",
      "`context_options::timeout_seconds` (plans: `halo_options`/`redistribute_options`)",
@@ -81,6 +81,10 @@ constexpr std::array<entry, 18> table{{
     {"HALOX_OPS_PLAN_CACHE", kind::text, "a file path", "/scratch/halox-ops.cache",
      "choices kept in memory only", "`halox::ops` providers",
      "File where the operators' measured algorithm choices persist between runs."},
+    {"HALOX_ONEDNN_LAYOUT", kind::word, "measure, blocked, plain or channels_last", "blocked",
+     "measure", "`halox::ops` oneDNN provider",
+     "Activation layout of the oneDNN convolutions: measured per problem, or this one for all "
+     "(reproducible runs, comparisons)."},
     {"HALOX_FAKE_NODES", kind::count, "a whole number in [1, number of processes]", "2",
      "the real nodes", "`grid_options::fake_nodes`",
      "Emulates that many nodes of consecutive ranks for topology-aware grids."},
@@ -179,6 +183,7 @@ std::string problem(entry const& e, std::string const& v) {
     case kind::count: (void)parse_count(e, v, 1, 1000000, ""); break;
     case kind::word:
       if (std::string(e.name) == "HALOX_TUNE_RECHECK") (void)tune_recheck();
+      if (std::string(e.name) == "HALOX_ONEDNN_LAYOUT") (void)onednn_layout();
       if (std::string(e.name) == "HALOX_BACKEND") (void)backend_from_string(v);
       break;
     case kind::text: break;
@@ -225,6 +230,14 @@ std::optional<int> fake_nodes(int ranks) {
   auto const v = raw(e);
   if (!v) return std::nullopt;
   return parse_count(e, *v, 1, ranks, "");
+}
+
+std::optional<std::string> onednn_layout() {
+  auto const& e = find("HALOX_ONEDNN_LAYOUT");
+  auto const v = raw(e);
+  if (!v || *v == "measure") return std::nullopt;
+  if (*v == "blocked" || *v == "plain" || *v == "channels_last") return *v;
+  reject(e, *v, std::string("one of ") + e.accepts);
 }
 
 std::optional<recheck> tune_recheck() {

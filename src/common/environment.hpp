@@ -44,6 +44,9 @@ enum class recheck { off, on, always, force_switch };
 [[nodiscard]] std::optional<std::string> plan_cache();
 /// HALOX_OPS_PLAN_CACHE: the operators' choice cache file.
 [[nodiscard]] std::optional<std::string> ops_plan_cache();
+/// HALOX_ONEDNN_LAYOUT: the oneDNN convolutions' fixed layout ("blocked", "plain",
+/// "channels_last"); none when unset or "measure".
+[[nodiscard]] std::optional<std::string> onednn_layout();
 /// HALOX_FAKE_NODES: a whole number in [1, ranks].
 [[nodiscard]] std::optional<int> fake_nodes(int ranks);
 

@@ -25,12 +25,16 @@ public:
   virtual void conv_forward(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
                             T const* bias, block_ref<T> y, box const& out_box,
                             conv_params const& p) = 0;
+  /// `dy_kept`: dy is unchanged since the last conv_backward_weights call of this object, so a
+  /// provider may read the copy of it that call made (oneDNN: dy reordered into its layout).
   virtual void conv_backward_data(const_block_ref<T> dy, dims const& in_extent,
                                   const_tensor_ref<T> w, block_ref<T> dx, box const& in_box,
-                                  conv_params const& p) = 0;
+                                  conv_params const& p, bool dy_kept) = 0;
+  /// `x_kept`: x is unchanged since the last conv_forward call of this object (as for
+  /// pool_backward).
   virtual void conv_backward_weights(const_block_ref<T> x, dims const& in_extent,
                                      const_block_ref<T> dy, tensor_ref<T> dw, box const& out_box,
-                                     conv_params const& p) = 0;
+                                     conv_params const& p, bool x_kept) = 0;
   virtual void conv_backward_bias(const_block_ref<T> dy, box const& out_box, T* db) = 0;
   /// `keep`: the provider may keep what a later backward call over the same outputs needs
   /// (oneDNN: max pooling's winners); providers that keep nothing ignore it.

@@ -192,12 +192,18 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   const_block_ref<T> const dy_own = haloed_block<T const>(dy);
   block_ref<T> const dxb = want_dx ? haloed_block<T>(dx) : block_ref<T>{};
   // Overlap splits off the interior of dx unless measuring found one call on the whole block
-  // faster; the weight gradients run during the gather either way.
+  // faster; the weight gradients run during the gather either way. Where no rank's dx reads
+  // dy of another rank (dy_local), there is nothing to gather: dx reads dy in place.
   bool const split = L.opt.overlap && L.bwd_tune.split();
+  bool const gathers = want_dx && !L.dy_local;
   box_gather_plan& gather = L.gather_for(split);
-  T* const ws = I.ws.reserve(static_cast<std::size_t>(gather.elements()));
-  const_block_ref<T> const dy_ws = detail::workspace_block<T>(ws, gather);
+  T* const ws = gathers ? I.ws.reserve(static_cast<std::size_t>(gather.elements())) : nullptr;
+  // Without a gather, the boxes read dy in place; a rank that owns no dy reads the empty
+  // workspace, which keeps the batch and channel extents the kernels check.
+  const_block_ref<T> const dy_ws =
+      gathers || L.out_own.empty() ? detail::workspace_block<T>(ws, gather) : dy_own;
   MPI_Request req = MPI_REQUEST_NULL;
+  bool weights_done = false; // dw has been computed from dy_own in this call
 
   // Weight and bias gradients need only owned dy and the input halos left by forward, so they
   // are computed while the dy gather runs, and their all-reduce is posted right away. A device
@@ -213,9 +219,12 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
       // x's halos, zero fill included, are as forward left them.
       const_block_ref<T> xb = haloed_block<T const>(x);
       xb.zero_padding = true;
+      // x is the buffer of the last forward, unchanged since (the caller's promise): a provider
+      // may read the copy of it that forward made in its own layout.
       if (want_dw)
         I.k.conv_backward_weights_box(xb, L.in_ext, dy_own, tensor_ref<T>(part, I.w_shape),
-                                      L.out_own, I.p);
+                                      L.out_own, I.p, /*x_kept=*/true);
+      weights_done = want_dw;
       if (want_db) I.k.conv_backward_bias_box(dy_own, L.out_own, part + nw);
     }
     if (!I.mem.host()) I.mem.to_host(I.grads.data(), part, ng * sizeof(T));
@@ -226,8 +235,12 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
                                    detail::mpi_type<T>(), MPI_SUM, I.reduce.get(), &req));
     t.reduce += MPI_Wtime() - s;
   };
+  // dy read in place right after the weight gradients read it: a provider may read the copy
+  // of it that call made.
   auto dx_box = [&](box const& b, bool gathered) {
-    I.k.conv_backward_data_box(gathered ? dy_ws : dy_own, L.in_ext, w, dxb, b, I.p);
+    bool const in_place = !gathered || !gathers;
+    I.k.conv_backward_data_box(gathered ? dy_ws : dy_own, L.in_ext, w, dxb, b, I.p,
+                               /*dy_kept=*/in_place && weights_done);
   };
 
   // The interior pieces also progress the weight-gradient all-reduce posted before them.
@@ -237,7 +250,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
           ? L.opt.progress_polls
           : 1;
   double c = MPI_Wtime();
-  if (want_dx) gather.start(dy, ws);
+  if (gathers) gather.start(dy, ws);
   double n = MPI_Wtime();
   t.start += n - c;
   if (L.opt.overlap) {
@@ -248,7 +261,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
     n = MPI_Wtime();
     t.compute += n - c;
   }
-  if (want_dx) gather.wait();
+  if (gathers) gather.wait();
   c = MPI_Wtime();
   t.wait += c - n;
   if (want_dx) {

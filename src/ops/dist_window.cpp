@@ -187,6 +187,14 @@ window_layer::window_layer(char const* what, tensor_desc const& x, std::vector<w
   }
   in.emplace(x.grid(), xd.shape(), xd.type(), in_opt);
   out.emplace(x.grid(), out_shape, xd.type(), out_opt);
+  // From the ranges of every part, so every rank finds the same and skips the gather alike.
+  dy_local = true;
+  for (int d = 2; d < nd; ++d)
+    for (std::size_t p = 0; p < need_r[static_cast<std::size_t>(d)].size(); ++p) {
+      range1 const& n = need_r[static_cast<std::size_t>(d)][p];
+      range1 const& o = out_r[static_cast<std::size_t>(d)][p];
+      if (!n.empty() && (n.lo < o.lo || n.hi > o.hi)) dy_local = false;
+    }
 
   halo_options ho;
   ho.method = opt.method;

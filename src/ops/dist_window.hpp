@@ -93,6 +93,9 @@ struct window_layer {
   std::vector<box> bwd_boundary; ///< the rest of in_own
   /// Pieces of the overlapped interior (`progress_pieces`).
   int fwd_polls = 1, bwd_polls = 1;
+  /// Every part's backward reads only dy it owns (no split spatial dimension, or windows that
+  /// never cross a block edge): backward reads dy in place and runs no gather on any rank.
+  bool dy_local = false;
 
   /// The dy gather of a backward call: `gather`, or with `split` false `gather_whole` where
   /// built.

@@ -172,16 +172,20 @@ void local_kernels<T>::conv_forward_relu_box(const_block_ref<T> x, dims const& i
 template <class T>
 void local_kernels<T>::conv_backward_data_box(const_block_ref<T> dy, dims const& in_extent,
                                               const_tensor_ref<T> w, block_ref<T> dx,
-                                              box const& in_box, conv_params const& p) {
+                                              box const& in_box, conv_params const& p,
+                                              bool dy_kept) {
   thread_scope s(run_threads_);
-  impl_->conv_backward_data(std::move(dy), in_extent, std::move(w), std::move(dx), in_box, p);
+  impl_->conv_backward_data(std::move(dy), in_extent, std::move(w), std::move(dx), in_box, p,
+                            dy_kept);
 }
 template <class T>
 void local_kernels<T>::conv_backward_weights_box(const_block_ref<T> x, dims const& in_extent,
                                                  const_block_ref<T> dy, tensor_ref<T> dw,
-                                                 box const& out_box, conv_params const& p) {
+                                                 box const& out_box, conv_params const& p,
+                                                 bool x_kept) {
   thread_scope s(run_threads_);
-  impl_->conv_backward_weights(std::move(x), in_extent, std::move(dy), std::move(dw), out_box, p);
+  impl_->conv_backward_weights(std::move(x), in_extent, std::move(dy), std::move(dw), out_box, p,
+                               x_kept);
 }
 template <class T>
 void local_kernels<T>::conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db) {

@@ -1,6 +1,7 @@
 // Compute providers against the reference kernels: random convolution and pooling problems in
 // 2-D and 3-D, forward and every backward pass, computed box by box (as a distributed layer's
 // interior and boundary) on strided views whose halo beyond the global boundary holds NaN.
+#include "scoped_env.hpp"
 #include "test_ops_util.hpp"
 
 #include <halox/ops/conv.hpp>
@@ -509,6 +510,95 @@ TEST(OpsProviders, KeptPoolWinnersFollowTheLastForward) {
     ops::pool_forward<float>({x3.data(), xs}, {z_ref.data(), zs}, pp);
     EXPECT_LE(rel_err(z.get(), d(z_ref)), float_tol) << "forward, refilled buffer";
   }
+}
+
+// A conv layer's backward passes may read the x its forward reordered (x_kept) and the dy its
+// weight-gradient pass reordered (dy_kept). Those copies belong to the last such call only:
+// after forward calls on two buffers, on a refilled buffer, after a forward that read padding
+// only, after new dy, and after a weight-gradient call with nothing to add, the gradients always
+// match the reference on what x and dy hold at the time. Each oneDNN layout is fixed in turn
+// (HALOX_ONEDNN_LAYOUT), so the copies are read whatever measuring would choose.
+TEST(OpsProviders, KeptConvInputsFollowTheLastCalls) {
+  auto const provs = host_providers();
+  if (provs.empty()) GTEST_SKIP() << "no fast host provider built (HALOX_ENABLE_ONEDNN=OFF)";
+  std::vector<index_t> const xs{2, 16, 9, 8}, ws{24, 16, 3, 3}, in_ext{9, 8};
+  ops::conv_params const cp{{1, 1}, {1, 1}, {1, 1}, {1, 1}};
+  ops::conv_params const wide{{1, 1}, {3, 3}, {3, 3}, {1, 1}}; // output row 0: padding only
+  auto const ys = ops::conv_output_shape(xs, ws, cp),
+             ys_wide = ops::conv_output_shape(xs, ws, wide);
+  auto const all_out = make_box({0, 0}, {ys[2], ys[3]});
+  auto const all_in = make_box({0, 0}, {xs[2], xs[3]});
+  auto const wv = as<float>(random_values(ops::element_count(ws), 30));
+  ops::const_tensor_ref<float> const wr(wv.data(), ws);
+  auto d = [](std::vector<float> const& v) { return std::vector<double>(v.begin(), v.end()); };
+  auto dw_ref = [&](std::vector<double> const& xv, std::vector<double> const& dyv) {
+    auto const x = as<float>(xv), dy = as<float>(dyv);
+    std::vector<float> r(wv.size());
+    ops::conv_backward_weights<float>({x.data(), xs}, {dy.data(), ys}, {r.data(), ws}, cp);
+    return d(r);
+  };
+  auto dx_ref = [&](std::vector<double> const& dyv) {
+    auto const dy = as<float>(dyv);
+    std::vector<float> r(static_cast<std::size_t>(ops::element_count(xs)));
+    ops::conv_backward_data<float>({dy.data(), ys}, wr, {r.data(), xs}, cp);
+    return d(r);
+  };
+  std::vector<std::vector<double>> v;
+  for (int i = 0; i < 4; ++i) v.push_back(random_values(ops::element_count(xs), 31 + i));
+  std::vector<std::vector<double>> g;
+  for (int i = 0; i < 3; ++i) g.push_back(random_values(ops::element_count(ys), 41 + i));
+  for (auto prov : provs)
+    for (char const* layout : {"blocked", "plain", "channels_last", "measure"}) {
+      halox_test::scoped_env const fixed("HALOX_ONEDNN_LAYOUT", layout);
+      std::string const what_prov = ops::to_string(prov) + " " + layout;
+      ops::local_kernels<float> k(prov);
+      padded<float> x1(xs, 1), x2(xs, 1), y(ys, 1), y_wide(ys_wide, 0), dy(ys, 1), dx(xs, 1);
+      x1.set(v[0]);
+      x2.set(v[1]);
+      x1.fill_margin_with_zeros();
+      x2.fill_margin_with_zeros();
+      dy.set(g[0]);
+      std::vector<float> dw(wv.size());
+      ops::tensor_ref<float> const dwr(dw.data(), ws);
+      auto forward = [&](padded<float>& x) {
+        k.conv_forward_box(x.block(), in_ext, wr, nullptr, y.block(), all_out, cp);
+      };
+      auto backward = [&](padded<float>& x, std::vector<double> const& xv,
+                          std::vector<double> const& dyv, char const* what) {
+        std::fill(dw.begin(), dw.end(), 0.f);
+        k.conv_backward_weights_box(x.block(), in_ext, dy.block(), dwr, all_out, cp, true);
+        EXPECT_LE(rel_err(d(dw), dw_ref(xv, dyv)), float_tol) << what_prov << ": " << what;
+        k.conv_backward_data_box(dy.block(), in_ext, wr, dx.block(), all_in, cp, true);
+        EXPECT_LE(rel_err(dx.get(), dx_ref(dyv)), float_tol) << what_prov << ": " << what;
+      };
+      forward(x1);
+      forward(x2);
+      backward(x1, v[0], g[0], "the buffer before the last forward");
+      forward(x2);
+      backward(x2, v[1], g[0], "the last forward's buffer");
+      x2.set(v[2]);
+      forward(x2);
+      backward(x2, v[2], g[0], "a refilled buffer");
+      x2.set(v[3]);
+      k.conv_forward_box(x2.block(), in_ext, wr, nullptr, y_wide.block(),
+                         make_box({0, 0}, {1, ys_wide[3]}), wide);
+      backward(x2, v[3], g[0], "after a forward that read padding only");
+      dy.set(g[1]);
+      backward(x2, v[3], g[1], "new dy");
+      dy.set(g[2]);
+      k.conv_backward_weights_box(x2.block(), in_ext, dy.block(), dwr, make_box({0, 0}, {0, 0}), cp,
+                                  true); // nothing to add
+      k.conv_backward_data_box(dy.block(), in_ext, wr, dx.block(), all_in, cp, true);
+      EXPECT_LE(rel_err(dx.get(), dx_ref(g[2])), float_tol)
+          << what_prov << ": after a weight-gradient call with nothing to add";
+      if (prov == compute_provider::onednn && std::string(layout) != "measure") {
+        std::string const d = k.describe();
+        EXPECT_NE(d.find("backward calls read the input an earlier call had reordered"),
+                  std::string::npos)
+            << what_prov << "\n"
+            << d;
+      }
+    }
 }
 
 TEST(OpsProviders, ResnetShapesMatchReference) {

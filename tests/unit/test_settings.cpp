@@ -1,6 +1,7 @@
 // The environment settings: one parser per kind of value, errors that name the variable, the
 // value and what it accepts, the public table and the README's copy of it.
 #include "common/environment.hpp"
+#include "scoped_env.hpp"
 
 #include <halox/error.hpp>
 #include <halox/info.hpp>
@@ -20,29 +21,7 @@ namespace {
 
 namespace settings = halox::detail::settings;
 
-// Sets one variable for the scope of a test and restores what was there.
-class scoped_env {
-public:
-  scoped_env(char const* name, char const* value) : name_(name) {
-    if (char const* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~scoped_env() {
-    if (had_)
-      ::setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-  scoped_env(scoped_env const&) = delete;
-  scoped_env& operator=(scoped_env const&) = delete;
-
-private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using halox_test::scoped_env;
 
 std::string rejection(std::function<void()> const& read) {
   try {
@@ -154,7 +133,7 @@ TEST(Settings, TableHasEveryVariableOnce) {
         << s.name;
     EXPECT_TRUE(names.insert(s.name).second) << s.name << " twice";
   }
-  EXPECT_EQ(names.size(), 18u);
+  EXPECT_EQ(names.size(), 19u);
   EXPECT_TRUE(names.count("HALOX_TIMEOUT") && names.count("HALOX_BACKEND") &&
               names.count("HALOX_OPS_PLAN_CACHE"));
 }

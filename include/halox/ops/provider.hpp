@@ -111,12 +111,21 @@ public:
   void conv_forward_relu_box(const_block_ref<T> x, dims const& in_extent, const_tensor_ref<T> w,
                              T const* bias, block_ref<T> y, box const& out_box,
                              conv_params const& p);
-  /// As `conv_backward_data_box`.
+  /// As `conv_backward_data_box`. `dy_kept`: the caller vouches that `dy` (its data and
+  /// layout) is unchanged since this object's last `conv_backward_weights_box` call; if that
+  /// call left the same view of dy in the layout this one reads (oneDNN: reordered into the
+  /// primitive's layout), it is read instead of being reordered again.
   void conv_backward_data_box(const_block_ref<T> dy, dims const& in_extent, const_tensor_ref<T> w,
-                              block_ref<T> dx, box const& in_box, conv_params const& p);
-  /// As `conv_backward_weights_box` (accumulates into dw).
+                              block_ref<T> dx, box const& in_box, conv_params const& p,
+                              bool dy_kept = false);
+  /// As `conv_backward_weights_box` (accumulates into dw). `x_kept`: the caller vouches that
+  /// `x` is unchanged since this object's last `conv_forward_box` (or `_relu_box`) call, whose
+  /// copy of the same view of x in the primitive's layout (oneDNN) is then read instead of
+  /// reordering x again. As for `pool_backward_box`, any other call reorders, so the flags
+  /// never change a result while the promise holds.
   void conv_backward_weights_box(const_block_ref<T> x, dims const& in_extent, const_block_ref<T> dy,
-                                 tensor_ref<T> dw, box const& out_box, conv_params const& p);
+                                 tensor_ref<T> dw, box const& out_box, conv_params const& p,
+                                 bool x_kept = false);
   /// As `conv_backward_bias_box` (accumulates into db).
   void conv_backward_bias_box(const_block_ref<T> dy, box const& out_box, T* db);
   /// As `pool_forward_box`. `keep`: the provider may keep what the backward pass of these

@@ -204,7 +204,8 @@ public:
   }
 
   void conv_backward_data(const_block_ref<T> dy, dims const& in_extent, const_tensor_ref<T> w,
-                          block_ref<T> dx, box const& in_box, conv_params const& p) override {
+                          block_ref<T> dx, box const& in_box, conv_params const& p,
+                          bool /*dy_kept: dy is read in place*/) override {
     char const* op = "conv_backward_data_box (cudnn)";
     auto const [nsp, dyb, dxb, cp, ib, ofp] =
         check_conv_backward_data(op, dy, in_extent, w, dx, in_box, p);
@@ -265,7 +266,8 @@ public:
   }
 
   void conv_backward_weights(const_block_ref<T> x, dims const& in_extent, const_block_ref<T> dy,
-                             tensor_ref<T> dw, box const& out_box, conv_params const& p) override {
+                             tensor_ref<T> dw, box const& out_box, conv_params const& p,
+                             bool /*x_kept: nothing kept*/) override {
     char const* op = "conv_backward_weights_box (cudnn)";
     check_ref(op, "dw", dw);
     HALOX_REQUIRE(dw.strides == contiguous_strides(dw.shape), bad,

@@ -45,9 +45,18 @@ public:
   conv_engine& operator=(conv_engine const&) = delete;
 
   /// Runs `job`; for backward_weights the gradient lands in `dw_plain` ([O, I, k...] dense,
-  /// overwritten).
-  void run(char const* op, conv_job const& job, float* dw_plain = nullptr);
-  /// One line per problem seen.
+  /// overwritten). `input_kept` (backward only): the caller vouches that the input this job
+  /// would reorder (x for backward-weights, dy for backward-data) is unchanged since this
+  /// engine's last forward (x) or backward-weights (dy) call; if that call left the same view
+  /// of the same memory reordered into the layout this job reads, the job reads that copy
+  /// instead of reordering again (a conv layer's backward reads the x its forward read, and
+  /// its two backward passes read one dy).
+  void run(char const* op, conv_job const& job, float* dw_plain = nullptr, bool input_kept = false);
+  /// A call of `kind` (forward or backward-weights) that another path computed (the reference
+  /// loops, or nothing to compute): what the last such call left reordered no longer follows
+  /// the caller's memory.
+  void forget(conv_kind kind);
+  /// One line per problem seen, and how many backward calls read a kept input.
   [[nodiscard]] std::string describe() const;
 
 private:
@@ -55,10 +64,24 @@ private:
   struct plan;
   // Every field of a job that selects its plan (the readable key is built only for a new one).
   static void fingerprint_of(conv_job const& j, fingerprint& f);
+  struct held;
+  // The input `job` may read as an earlier call left it reordered (see `run`), or null.
+  [[nodiscard]] held const* held_for(conv_job const& job, bool input_kept) const;
+  // The data of `h`'s reordered input where `ex` reads that layout of the same view, or null.
+  [[nodiscard]] static void* kept_input(exec const& ex, conv_job const& job, held const* h);
+  void run_exec(exec& ex, conv_job const& job, float* dw_plain, bool input_kept);
 
   std::map<std::string, std::unique_ptr<plan>> plans_;                      // by readable key
   std::unordered_map<fingerprint, plan*, fingerprint_hash> by_fingerprint_; // the same plans
   fingerprint scratch_; // reused for the lookup, so a known problem allocates no key
+  // The input the last forward (x) and the last backward-weights (dy) call reordered: which
+  // exec holds the copy, and the caller memory it came from.
+  struct held {
+    exec const* ex = nullptr;
+    void const* ptr = nullptr;
+  };
+  held held_x_, held_dy_;
+  long reused_ = 0; // backward calls that read a kept input
 };
 
 } // namespace halox::ops::detail::onednn

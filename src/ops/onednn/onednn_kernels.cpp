@@ -81,11 +81,13 @@ public:
                box const& out_box, conv_params const& p, bool relu) {
     char const* op = "conv_forward_box (onednn)";
     auto const [nsp, xb, yb, cp, ob] = check_conv_forward(op, x, in_extent, w, y, out_box, p);
-    if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0) return;
     conv_job& j = job_;
     reset(j);
     index_t src_lo[s3];
-    if (cp.cin == 0 || !source_region(cp.w, ob, xb, nsp, j, src_lo)) { // padding only
+    if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0 || cp.cin == 0 ||
+        !source_region(cp.w, ob, xb, nsp, j, src_lo)) { // nothing, or padding only
+      conv_.forget(conv_kind::forward); // this x is not the one oneDNN last reordered
+      if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0) return;
       if (relu)
         ref_->conv_forward_relu(x, in_extent, w, bias, y, out_box, p);
       else
@@ -107,13 +109,13 @@ public:
 
   void conv_backward_data(const_block_ref<float> dy, dims const& in_extent,
                           const_tensor_ref<float> w, block_ref<float> dx, box const& in_box,
-                          conv_params const& p) override {
+                          conv_params const& p, bool dy_kept) override {
     char const* op = "conv_backward_data_box (onednn)";
     auto const [nsp, dyb, dxb, cp, ib, ofp] =
         check_conv_backward_data(op, dy, in_extent, w, dx, in_box, p);
     if (ib.volume() == 0 || dxb.n == 0 || cp.cin == 0) return;
     if (ofp.volume() == 0 || cp.cout == 0) { // no output reads these inputs: dx = 0
-      ref_->conv_backward_data(dy, in_extent, w, dx, in_box, p);
+      ref_->conv_backward_data(dy, in_extent, w, dx, in_box, p, false);
       return;
     }
     // Local problem: src = in_box, dst = the output footprint, extended with zero dy where the
@@ -150,12 +152,12 @@ public:
     j.src_ptr = at(dxb, ib.lo);
     j.dst_ptr = const_cast<float*>(at(dyb, ofp.lo));
     j.wei_ptr = const_cast<float*>(w.data);
-    conv_.run(op, j);
+    conv_.run(op, j, nullptr, dy_kept);
   }
 
   void conv_backward_weights(const_block_ref<float> x, dims const& in_extent,
                              const_block_ref<float> dy, tensor_ref<float> dw, box const& out_box,
-                             conv_params const& p) override {
+                             conv_params const& p, bool x_kept) override {
     char const* op = "conv_backward_weights_box (onednn)";
     auto const [nsp, xb, dyb, cp, ob] =
         check_conv_backward_weights(op, x, in_extent, dy, dw, out_box, p);
@@ -163,8 +165,10 @@ public:
     reset(j);
     index_t src_lo[s3];
     if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0 || cp.cin == 0 ||
-        !source_region(cp.w, ob, xb, nsp, j, src_lo))
-      return; // nothing to add
+        !source_region(cp.w, ob, xb, nsp, j, src_lo)) {
+      conv_.forget(conv_kind::backward_weights); // this dy is not the one last reordered
+      return;                                    // nothing to add
+    }
     j.kind = conv_kind::backward_weights;
     finish_job(j, cp, xb, src_lo, dw);
     index_t oext[s3];
@@ -172,7 +176,7 @@ public:
     j.usr_dst = block_md(dyb, cp.cout, oext, nsp);
     j.dst_ptr = const_cast<float*>(at(dyb, ob.lo));
     dw_.resize(static_cast<std::size_t>(element_count(dw.shape)));
-    conv_.run(op, j, dw_.data());
+    conv_.run(op, j, dw_.data(), x_kept);
     add_into(dw);
   }
 

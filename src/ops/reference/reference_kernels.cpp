@@ -21,11 +21,13 @@ public:
     conv_forward_box<T>(x, in_extent, w, bias, y, out_box, p);
   }
   void conv_backward_data(const_block_ref<T> dy, dims const& in_extent, const_tensor_ref<T> w,
-                          block_ref<T> dx, box const& in_box, conv_params const& p) override {
+                          block_ref<T> dx, box const& in_box, conv_params const& p,
+                          bool /*dy_kept: nothing kept*/) override {
     conv_backward_data_box<T>(dy, in_extent, w, dx, in_box, p);
   }
   void conv_backward_weights(const_block_ref<T> x, dims const& in_extent, const_block_ref<T> dy,
-                             tensor_ref<T> dw, box const& out_box, conv_params const& p) override {
+                             tensor_ref<T> dw, box const& out_box, conv_params const& p,
+                             bool /*x_kept: nothing kept*/) override {
     conv_backward_weights_box<T>(x, in_extent, dy, dw, out_box, p);
   }
   void conv_backward_bias(const_block_ref<T> dy, box const& out_box, T* db) override {
