@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -190,6 +191,55 @@ TEST(OpsLrn, ReferenceProviderRunsLrn) {
   std::vector<double> x{1, 2, 3}, y(3);
   k.lrn_forward({x.data(), {1, 3}}, {y.data(), {1, 3}}, {3, 3.0, 1.0, 1.0});
   EXPECT_DOUBLE_EQ(y[1], 2.0 / 15);
+}
+
+// The vectorised kernels on haloed views: x, dy, y and dx each inside its own larger buffer (rows
+// of different padding, a spare row and channel), so the contiguous runs are single rows that the
+// kernels pack together, and a write outside the views would show in the padding.
+TEST(OpsLrn, OnednnOnHaloedViewsMatchesReference) {
+  if (!ops::provider_built(ops::compute_provider::onednn)) GTEST_SKIP() << "oneDNN not built";
+  ops::local_kernels<float> dn(ops::compute_provider::onednn);
+  std::vector<index_t> const shape{3, 16, 7, 14};
+  ops::lrn_params const p{5, 1e-2, 0.75, 2.0};
+  auto const n = static_cast<std::size_t>(ops::element_count(shape));
+  auto const x = as<float>(random_values(n, 5, -3, 3)), dy = as<float>(random_values(n, 6));
+  std::vector<float> y_ref(n), dx_ref(n);
+  ops::lrn_forward<float>({x.data(), shape}, {y_ref.data(), shape}, p);
+  ops::lrn_backward<float>({x.data(), shape}, {dy.data(), shape}, {dx_ref.data(), shape}, p);
+  // A view of `shape` in a buffer with `pad` extra columns per row, one extra row and channel.
+  struct haloed {
+    std::vector<index_t> strides;
+    std::vector<float> buf;
+    haloed(std::vector<index_t> const& s, index_t pad, float fill) {
+      index_t const w = s[3] + pad, hw = (s[2] + 1) * w, chw = (s[1] + 1) * hw;
+      strides = {chw, hw, w, 1};
+      buf.assign(static_cast<std::size_t>(s[0] * chw), fill);
+    }
+    float& at(std::vector<index_t> const& s, std::size_t i) {
+      auto k = static_cast<index_t>(i);
+      index_t off = 0;
+      for (int d = 3; d >= 0; --d) {
+        off += (k % s[static_cast<std::size_t>(d)]) * strides[static_cast<std::size_t>(d)];
+        k /= s[static_cast<std::size_t>(d)];
+      }
+      return buf[static_cast<std::size_t>(off)];
+    }
+  };
+  float const fill = -123.f;
+  haloed xh(shape, 2, 0.f), dyh(shape, 5, 0.f), yh(shape, 4, fill), dxh(shape, 3, fill);
+  for (std::size_t i = 0; i < n; ++i) xh.at(shape, i) = x[i], dyh.at(shape, i) = dy[i];
+  dn.lrn_forward({xh.buf.data(), shape, xh.strides}, {yh.buf.data(), shape, yh.strides}, p);
+  dn.lrn_backward({xh.buf.data(), shape, xh.strides}, {dyh.buf.data(), shape, dyh.strides},
+                  {dxh.buf.data(), shape, dxh.strides}, p);
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(yh.at(shape, i), y_ref[i], 1e-5 * std::max(1.f, std::abs(y_ref[i]))) << "y " << i;
+    ASSERT_NEAR(dxh.at(shape, i), dx_ref[i], 1e-5 * std::max(1.f, std::abs(dx_ref[i])))
+        << "dx " << i;
+  }
+  std::size_t untouched = 0;
+  for (auto* h : {&yh, &dxh})
+    untouched += static_cast<std::size_t>(std::count(h->buf.begin(), h->buf.end(), fill));
+  EXPECT_EQ(untouched, yh.buf.size() + dxh.buf.size() - 2 * n); // the padding kept its value
 }
 
 TEST(OpsLrn, OnednnMatchesReference) {
