@@ -198,10 +198,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   bool const gathers = want_dx && !L.dy_local;
   box_gather_plan& gather = L.gather_for(split);
   T* const ws = gathers ? I.ws.reserve(static_cast<std::size_t>(gather.elements())) : nullptr;
-  // Without a gather, the boxes read dy in place; a rank that owns no dy reads the empty
-  // workspace, which keeps the batch and channel extents the kernels check.
-  const_block_ref<T> const dy_ws =
-      gathers || L.out_own.empty() ? detail::workspace_block<T>(ws, gather) : dy_own;
+  const_block_ref<T> const dy_ws = detail::gathered_dy<T>(gathers, L.out_own, ws, gather, dy_own);
   MPI_Request req = MPI_REQUEST_NULL;
   bool weights_done = false; // dw has been computed from dy_own in this call
 

@@ -161,14 +161,11 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   const_block_ref<T> const xb = is_max ? haloed_block<T const>(x) : const_block_ref<T>{};
   const_block_ref<T> const dy_own = haloed_block<T const>(dy);
   block_ref<T> const dxb = haloed_block<T>(dx);
-  // Where no rank's dx reads dy of another rank (dy_local), dx reads dy in place: no gather. A
-  // rank that owns no dy then reads the empty workspace, which keeps the batch and channel
-  // extents the kernels check.
+  // Where no rank's dx reads dy of another rank (dy_local), dx reads dy in place: no gather.
   bool const gathers = !L.dy_local;
   box_gather_plan& gather = L.gather_for(L.opt.overlap && L.bwd_tune.split());
   T* const ws = gathers ? I.ws.reserve(static_cast<std::size_t>(gather.elements())) : nullptr;
-  const_block_ref<T> const dy_ws =
-      gathers || L.out_own.empty() ? detail::workspace_block<T>(ws, gather) : dy_own;
+  const_block_ref<T> const dy_ws = detail::gathered_dy<T>(gathers, L.out_own, ws, gather, dy_own);
   detail::run_tuned(
       L.opt, L.bwd_tune, L.tune_comm.get(), L.bwd_polls, L.in->grid().comm(),
       [&] {

@@ -144,6 +144,16 @@ template <class T> const_block_ref<T> workspace_block(T const* ws, box_gather_pl
   return const_block_ref<T>(const_tensor_ref<T>(ws, g.shape()), origin);
 }
 
+/// What a backward call's boxes read as gathered dy: the workspace `ws` of `g`, or, where nothing
+/// is gathered (`gathers` false: `window_layer::dy_local`), the caller's `dy_own` in place, except
+/// on a rank that owns no outputs (`out_own` empty), which reads the empty workspace: it keeps the
+/// batch and channel extents the kernels check.
+template <class T> const_block_ref<T> gathered_dy(bool gathers, box const& out_own, T const* ws,
+                                                  box_gather_plan const& g,
+                                                  const_block_ref<T> const& dy_own) {
+  return gathers || out_own.empty() ? workspace_block<T>(ws, g) : dy_own;
+}
+
 /// A private duplicate of `c` (collective), so an operator's own collectives never match the
 /// caller's.
 [[nodiscard]] communicator dup_comm(MPI_Comm c);

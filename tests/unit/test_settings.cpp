@@ -124,6 +124,22 @@ TEST(Settings, Words) {
             std::string::npos);
 }
 
+TEST(Settings, OnednnLayout) {
+  for (char const* text : {"blocked", "plain", "channels_last"}) {
+    scoped_env const e("HALOX_ONEDNN_LAYOUT", text);
+    EXPECT_EQ(settings::onednn_layout().value(), text);
+  }
+  for (char const* text : {"measure", static_cast<char const*>(nullptr)}) {
+    scoped_env const e("HALOX_ONEDNN_LAYOUT", text);
+    EXPECT_FALSE(settings::onednn_layout().has_value()) << (text ? text : "unset");
+  }
+  scoped_env const e("HALOX_ONEDNN_LAYOUT", "nhwc");
+  EXPECT_NE(rejection([] { (void)settings::onednn_layout(); })
+                .find("HALOX_ONEDNN_LAYOUT=\"nhwc\" is not one of measure, blocked, plain or "
+                      "channels_last; set e.g. HALOX_ONEDNN_LAYOUT=blocked"),
+            std::string::npos);
+}
+
 TEST(Settings, TableHasEveryVariableOnce) {
   auto const& all = halox::environment_settings();
   std::set<std::string> names;

@@ -84,10 +84,10 @@ public:
     conv_job& j = job_;
     reset(j);
     index_t src_lo[s3];
-    if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0 || cp.cin == 0 ||
-        !source_region(cp.w, ob, xb, nsp, j, src_lo)) { // nothing, or padding only
+    bool const nothing = ob.volume() == 0 || xb.n == 0 || cp.cout == 0;
+    if (nothing || cp.cin == 0 || !source_region(cp.w, ob, xb, nsp, j, src_lo)) { // or padding
       conv_.forget(conv_kind::forward); // this x is not the one oneDNN last reordered
-      if (ob.volume() == 0 || xb.n == 0 || cp.cout == 0) return;
+      if (nothing) return;
       if (relu)
         ref_->conv_forward_relu(x, in_extent, w, bias, y, out_box, p);
       else
