@@ -1,5 +1,7 @@
 #include "grad_reducer.hpp"
 
+#include "simd_clones.hpp"
+
 #include <halox/error.hpp>
 
 #include <algorithm>
@@ -36,8 +38,9 @@ std::string grad_reducer::describe() const {
 }
 
 grad_reducer::grad_reducer(MPI_Comm comm, MPI_Datatype t, std::size_t t_size, std::size_t t_values,
-                           std::size_t f64_values, std::size_t bucket_bytes, reduce_path path)
-    : bucket_bytes_(bucket_bytes) {
+                           std::size_t f64_values, std::size_t side_values,
+                           std::size_t bucket_bytes, reduce_path path)
+    : bucket_bytes_(bucket_bytes), side_(side_values) {
   MPI_Comm_dup(comm, &comm_);
   MPI_Comm_size(comm_, &ranks_);
   MPI_Comm_rank(comm_, &rank_);
@@ -66,6 +69,11 @@ grad_reducer::grad_reducer(MPI_Comm comm, MPI_Datatype t, std::size_t t_size, st
                       " ranks do not all run on one node (this node has " +
                       std::to_string(node_ranks) + "); use --grad-reduce auto or mpi");
     if (node_ranks == ranks_ && sums_as) {
+      // With a core for every rank, an await spins until the flag turns (a sched_yield is a
+      // system call of about 1 us on a virtual machine, and the waits are a few us); with
+      // more ranks than cores it soon gives its core to the rank it waits for.
+      unsigned const cores = std::thread::hardware_concurrency();
+      if (cores && static_cast<unsigned>(ranks_) <= cores) spins_ = 1 << 14;
       open_shared();
       return;
     }
@@ -86,7 +94,8 @@ void grad_reducer::open_shared() {
   auto const lines = [](std::size_t bytes) { return (bytes + 63) / 64 * 64; };
   std::size_t const t_at = lines(sizeof(flags));
   std::size_t const f64_at = t_at + lines(t_.total * t_.size);
-  std::size_t const bytes = f64_at + lines(f64_.total * f64_.size);
+  std::size_t const side_at = f64_at + lines(f64_.total * f64_.size);
+  std::size_t const bytes = side_at + lines(side_ * sizeof(double));
   MPI_Info info = MPI_INFO_NULL;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true"); // each segment in its rank's memory
@@ -99,6 +108,7 @@ void grad_reducer::open_shared() {
   flags_.resize(static_cast<std::size_t>(ranks_));
   t_.slot.resize(flags_.size());
   f64_.slot.resize(flags_.size());
+  side_at_.resize(flags_.size());
   for (int q = 0; q < ranks_; ++q) {
     MPI_Aint size = 0;
     int unit = 0;
@@ -108,6 +118,7 @@ void grad_reducer::open_shared() {
     flags_[static_cast<std::size_t>(q)] = reinterpret_cast<flags*>(b);
     t_.slot[static_cast<std::size_t>(q)] = b + t_at;
     f64_.slot[static_cast<std::size_t>(q)] = b + f64_at;
+    side_at_[static_cast<std::size_t>(q)] = b + side_at;
   }
   t_.data = t_.slot[static_cast<std::size_t>(rank_)];
   f64_.data = f64_.slot[static_cast<std::size_t>(rank_)];
@@ -161,13 +172,17 @@ void grad_reducer::progress(double& seconds) {
   seconds += MPI_Wtime() - t0;
 }
 
-void grad_reducer::wait(MPI_Request* also) {
-  if (shared()) return wait_shared(also);
+void grad_reducer::wait(double* side) {
+  if (ranks_ == 1) return; // nothing was listed, the side values are the sums
+  if (shared()) return wait_shared(side);
   for (stream* s : {&t_, &f64_})
     if (s->filled > s->started) start(*s, s->filled - s->started);
-  if (also) pending_.push_back(*also);
+  if (side_) {
+    pending_.emplace_back();
+    MPI_Iallreduce(MPI_IN_PLACE, side, static_cast<int>(side_), MPI_DOUBLE, MPI_SUM, comm_,
+                   &pending_.back());
+  }
   MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
-  if (also) *also = MPI_REQUEST_NULL;
   pending_.clear();
   for (stream* s : {&t_, &f64_}) {
     char const* p = s->data;
@@ -194,6 +209,14 @@ void sum_part(std::vector<char*> const& slot, std::size_t lo, std::size_t hi, ch
   }
 }
 
+// out[i] = a[i] + b[i]: the sums of 2 ranks' slots, straight into a member. Only additions,
+// so every clone gives the same bits.
+template <class V> TRAINER_SIMD_CLONES void add_slots(std::size_t n, V const* __restrict a,
+                                                      V const* __restrict b, V* __restrict out) {
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
 } // namespace
 
 std::size_t grad_reducer::part_lo(std::size_t n, int q) const {
@@ -207,8 +230,13 @@ void grad_reducer::await(flag flags::*which, std::uint64_t k) const {
     std::atomic<std::uint64_t> const& v = (f->*which).v;
     // Spin a while, then give the core away: with more ranks than cores, the rank waited for
     // may need this one's core.
-    for (int spins = 0; v.load(std::memory_order_acquire) < k; ++spins)
-      if (spins >= 64) std::this_thread::yield();
+    for (int spins = 0; v.load(std::memory_order_acquire) < k; ++spins) {
+      if (spins >= spins_) std::this_thread::yield();
+#if defined(__x86_64__)
+      else
+        __builtin_ia32_pause(); // lets the core's other hardware thread run meanwhile
+#endif
+    }
   }
 }
 
@@ -220,12 +248,51 @@ void grad_reducer::claim_slot() {
   packing_ = true;
 }
 
-void grad_reducer::wait_shared(MPI_Request* also) {
+void grad_reducer::wait_shared(double* side) {
   std::uint64_t const k = done_ + 1;
   flags& me = *flags_[static_cast<std::size_t>(rank_)];
   claim_slot(); // a step without members still takes its turn
+  if (side_) std::memcpy(side_at_[static_cast<std::size_t>(rank_)], side, side_ * sizeof(double));
   me.filled.v.store(k, std::memory_order_release);
   await(&flags::filled, k);
+  if (ranks_ == 2)
+    sum_all();
+  else
+    sum_parts();
+  for (std::size_t i = 0; i < side_; ++i) { // every rank sums the few side values, in rank order
+    double acc = reinterpret_cast<double const*>(side_at_[0])[i];
+    for (std::size_t q = 1; q < side_at_.size(); ++q)
+      acc += reinterpret_cast<double const*>(side_at_[q])[i];
+    side[i] = acc;
+  }
+  for (stream* s : {&t_, &f64_}) {
+    s->parts.clear();
+    s->filled = s->started = 0;
+  }
+  me.read.v.store(k, std::memory_order_release);
+  done_ = k;
+  packing_ = false;
+}
+
+void grad_reducer::sum_all() {
+  for (stream* s : {&t_, &f64_}) {
+    std::size_t at = 0; // bytes into the slots
+    for (grad_part const& g : s->parts) {
+      char const* a = s->slot[0] + at;
+      char const* b = s->slot[1] + at;
+      if (s->size == sizeof(double))
+        add_slots(g.count, reinterpret_cast<double const*>(a), reinterpret_cast<double const*>(b),
+                  static_cast<double*>(g.data));
+      else
+        add_slots(g.count, reinterpret_cast<float const*>(a), reinterpret_cast<float const*>(b),
+                  static_cast<float*>(g.data));
+      at += g.count * s->size;
+    }
+  }
+}
+
+void grad_reducer::sum_parts() {
+  std::uint64_t const k = done_ + 1;
   for (stream* s : {&t_, &f64_}) { // part rank_ of the sums, into this rank's slot
     std::size_t const lo = part_lo(s->filled, rank_), hi = part_lo(s->filled, rank_ + 1);
     if (s->size == sizeof(double))
@@ -233,8 +300,7 @@ void grad_reducer::wait_shared(MPI_Request* also) {
     else
       sum_part<float>(s->slot, lo, hi, s->data);
   }
-  me.summed.v.store(k, std::memory_order_release);
-  if (also) MPI_Wait(also, MPI_STATUS_IGNORE); // while the other ranks sum their parts
+  flags_[static_cast<std::size_t>(rank_)]->summed.v.store(k, std::memory_order_release);
   await(&flags::summed, k);
   for (stream* s : {&t_, &f64_}) {
     // Value i of the stream is summed in the slot of the rank whose part holds it.
@@ -251,12 +317,7 @@ void grad_reducer::wait_shared(MPI_Request* also) {
       }
       at += g.count;
     }
-    s->parts.clear();
-    s->filled = s->started = 0;
   }
-  me.read.v.store(k, std::memory_order_release);
-  done_ = k;
-  packing_ = false;
 }
 
 } // namespace trainer

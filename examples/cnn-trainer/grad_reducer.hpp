@@ -35,13 +35,20 @@ enum class reduce_path {
 ///   that per library. (Timing the sizes in the first training steps was tried: a size reaches
 ///   its steady speed only after tens of steps, so short trials chose wrongly.)
 /// - **Shared memory**, when every rank runs on one node: the members are copied into this
-///   rank's slot of an MPI shared-memory window; at `wait`, rank r sums part r of the values
-///   over every rank's slot (in rank order, so the sums are the same whichever rank computes
-///   them), and each rank then reads every part's sums into its members. Three flags per rank
-///   (slot filled, part summed, sums read) order the steps; no MPI call is made. Each bucket of
-///   the MPI path costs a non-blocking collective's set-up and tests (about 3 us each with
-///   MPICH), and the last one's latency after backward: on AlexNet (2 ranks, sample split)
-///   summing in shared memory makes the step 3-4 % shorter.
+///   rank's slot of an MPI shared-memory window. At `wait`, on 2 ranks, each rank sums both
+///   slots straight into its members (slot 0 + slot 1, so every rank gets the same bits); on
+///   more, rank r sums part r of the values over every rank's slot (in rank order, so the sums
+///   are the same whichever rank computes them), and each rank then reads every part's sums
+///   into its members. Flags per rank (slot filled, part summed, sums read) order the steps;
+///   no MPI call is made. Each bucket of the MPI path costs a non-blocking collective's set-up
+///   and tests (about 3 us each with MPICH), and the last one's latency after backward: on
+///   AlexNet (2 ranks, sample split) summing in shared memory makes the step 3-4 % shorter.
+///   Summing everything on each of 2 ranks reads the same bytes as summing halves and copying
+///   them back, with one synchronisation and one pass fewer; on more ranks each would read
+///   every slot, so they split the work.
+///
+/// A few values in double travel beside the gradients (`side`: the step's loss sums), so that
+/// one wait ends the step's communication; in shared memory they need no MPI call at all.
 class grad_reducer {
 public:
   /// `bucket_bytes` that asks for the library's default (see the class comment): 16 KiB
@@ -49,13 +56,13 @@ public:
   static constexpr std::size_t auto_bucket = ~std::size_t(0);
 
   /// Sums over `comm` (duplicated: the reducer's messages never meet the caller's) members of
-  /// MPI type `t` (`t_size` bytes each; at most `t_values` per step) and of double (at most
-  /// `f64_values`). `bucket_bytes` (MPI path): 0 for one bucket per element type, started after
-  /// backward; `auto_bucket`: the library's default. On one rank there is nothing to sum: `add`
-  /// ignores the members. Collective over `comm`; `reduce_path::shared` on ranks of several
-  /// nodes throws `halox::error` on every rank.
+  /// MPI type `t` (`t_size` bytes each; at most `t_values` per step), of double (at most
+  /// `f64_values`) and `side_values` doubles passed to `wait`. `bucket_bytes` (MPI path): 0 for one
+  /// bucket per element type, started after backward; `auto_bucket`: the library's default. On one
+  /// rank there is nothing to sum: `add` ignores the members. Collective over `comm`;
+  /// `reduce_path::shared` on ranks of several nodes throws `halox::error` on every rank.
   grad_reducer(MPI_Comm comm, MPI_Datatype t, std::size_t t_size, std::size_t t_values,
-               std::size_t f64_values, std::size_t bucket_bytes,
+               std::size_t f64_values, std::size_t side_values, std::size_t bucket_bytes,
                reduce_path path = reduce_path::automatic);
   grad_reducer(grad_reducer const&) = delete;
   grad_reducer& operator=(grad_reducer const&) = delete;
@@ -71,9 +78,9 @@ public:
   /// test is added to `seconds`; the calls that have nothing to test cost no clock reads.
   /// Nothing to do on the shared-memory path.
   void progress(double& seconds);
-  /// Ends the step's reduction: the members hold the sums over the ranks. `also`, when not
-  /// null, is waited for with them (the loss reduction travels beside the gradients).
-  void wait(MPI_Request* also);
+  /// Ends the step's reduction: the members hold the sums over the ranks, and so do the
+  /// `side_values` doubles at `side` (this rank's values on entry).
+  void wait(double* side);
 
   /// True when the sums are made in shared memory.
   [[nodiscard]] bool shared() const noexcept { return win_ != MPI_WIN_NULL; }
@@ -101,7 +108,11 @@ private:
   void start(stream& s, std::size_t n); // the all-reduce of s's next n packed values
   stream& of(bool in_double) { return in_double ? f64_ : t_; }
   void open_shared(); // the window, the slots and the flags
-  void wait_shared(MPI_Request* also);
+  void wait_shared(double* side);
+  // Sums both ranks' slots into the members (2 ranks).
+  void sum_all();
+  // Sums this rank's part into its slot, then reads every part into the members.
+  void sum_parts();
   // Waits until every rank's flag `which` has reached `k`.
   void await(flag flags::*which, std::uint64_t k) const;
   // The first of the values that part q of a stream with n values holds (n for q = ranks_):
@@ -113,13 +124,16 @@ private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   int ranks_ = 1, rank_ = 0;
   std::size_t bucket_bytes_;
+  std::size_t side_ = 0; // side values per step
   stream t_, f64_;
+  std::vector<char*> side_at_; // shared path: every rank's side values in the window
   std::vector<MPI_Request> pending_;
   bool kicked_ = true; // progress() has run since the last start
   MPI_Win win_ = MPI_WIN_NULL;
   std::vector<flags*> flags_; // every rank's
   std::uint64_t done_ = 0;    // reductions this rank has completed
   bool packing_ = false;      // a member of the current reduction was added
+  int spins_ = 64;            // flag tests before an await gives its core away
 };
 
 } // namespace trainer

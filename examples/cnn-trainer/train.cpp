@@ -166,8 +166,13 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   std::size_t const nt = static_cast<std::size_t>(trainable);
   std::size_t const bucket =
       o.bucket_kb >= 0 ? static_cast<std::size_t>(o.bucket_kb) * 1024 : grad_reducer::auto_bucket;
+  // The loss sums, then with --balance auto every rank's busy time and the part of it inside
+  // the layers (its own slots set, the others 0: the sum gathers them); they travel beside
+  // the gradients, so that one wait ends the step's communication.
+  std::size_t const P = bal.measures() ? static_cast<std::size_t>(size) : 0;
+  std::vector<double> v(2 + 2 * P);
   grad_reducer grads(world, mpi_type<T>(), sizeof(T), o.deterministic ? 0 : nt,
-                     o.deterministic ? nt : 0, bucket,
+                     o.deterministic ? nt : 0, v.size(), bucket,
                      o.grad_reduce == "shared" ? reduce_path::shared
                      : o.grad_reduce == "mpi"  ? reduce_path::mpi
                                                : reduce_path::automatic);
@@ -183,11 +188,9 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     // --profile: the steps after the first few (kernel generation, first touches, measured
     // overlap) are timed layer by layer.
     layer_clock clock;
-    // The loss sums, then with --balance auto every rank's busy time and the part of it inside
-    // the layers (its own slots set, the others 0: the sum gathers them); and the sample counts
-    // each rank held.
-    std::size_t const P = bal.measures() ? static_cast<std::size_t>(size) : 0;
-    std::vector<double> v(2 + 2 * P), busy(P), split_busy(P);
+    // Every rank's busy time and the part of it inside the layers, and the sample counts each
+    // rank held (--balance auto).
+    std::vector<double> busy(P), split_busy(P);
     std::vector<index_t> held(P);
     long const profile_from = pos.step + 5;
     double const t_start = now();
@@ -215,8 +218,6 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       network<T>& net = nets.get(static_cast<index_t>(ids.size()));
       loss_sums l = run_batch(net, *data, split::train, ids, c);
       double const tw = now();
-      // The loss and hit counts travel beside the gradient all-reductions rather than in a
-      // blocking all-reduce of their own after them: one wait ends the step's communication.
       std::fill(v.begin(), v.end(), 0.0);
       v[0] = l.loss;
       v[1] = l.correct;
@@ -224,10 +225,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
         v[2 + static_cast<std::size_t>(rank)] = t.compute;
         v[2 + P + static_cast<std::size_t>(rank)] = t.split;
       }
-      MPI_Request loss_sum = MPI_REQUEST_NULL;
-      MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, world,
-                     &loss_sum);
-      grads.wait(&loss_sum);
+      grads.wait(v.data());
       for (auto& f : finish) f();
       t.allreduce += now() - tw;
       // Full batches only: a short last batch would mix another split into the window.
