@@ -258,13 +258,9 @@ void grad_reducer::wait_shared(double* side) {
   if (ranks_ == 2)
     sum_all();
   else
-    sum_parts();
-  for (std::size_t i = 0; i < side_; ++i) { // every rank sums the few side values, in rank order
-    double acc = reinterpret_cast<double const*>(side_at_[0])[i];
-    for (std::size_t q = 1; q < side_at_.size(); ++q)
-      acc += reinterpret_cast<double const*>(side_at_[q])[i];
-    side[i] = acc;
-  }
+    sum_parts(k);
+  // Every rank sums the few side values itself, in rank order.
+  sum_part<double>(side_at_, 0, side_, reinterpret_cast<char*>(side));
   for (stream* s : {&t_, &f64_}) {
     s->parts.clear();
     s->filled = s->started = 0;
@@ -291,8 +287,7 @@ void grad_reducer::sum_all() {
   }
 }
 
-void grad_reducer::sum_parts() {
-  std::uint64_t const k = done_ + 1;
+void grad_reducer::sum_parts(std::uint64_t k) {
   for (stream* s : {&t_, &f64_}) { // part rank_ of the sums, into this rank's slot
     std::size_t const lo = part_lo(s->filled, rank_), hi = part_lo(s->filled, rank_ + 1);
     if (s->size == sizeof(double))

@@ -111,8 +111,8 @@ private:
   void wait_shared(double* side);
   // Sums both ranks' slots into the members (2 ranks).
   void sum_all();
-  // Sums this rank's part into its slot, then reads every part into the members.
-  void sum_parts();
+  // Sums this rank's part into its slot, then reads every part into the members (reduction k).
+  void sum_parts(std::uint64_t k);
   // Waits until every rank's flag `which` has reached `k`.
   void await(flag flags::*which, std::uint64_t k) const;
   // The first of the values that part q of a stream with n values holds (n for q = ranks_):
