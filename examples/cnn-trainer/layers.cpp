@@ -137,6 +137,7 @@ public:
     target_ = {&sums_, &w.grad, nb ? &ps_.params[lp_.bias].grad : nullptr};
     post_sums(target_, c);
   }
+  std::string tuned() const override { return op_.describe(); }
 
 private:
   static ops::dist_options options(build_options const& bo) {
@@ -175,6 +176,7 @@ public:
     op_.backward(avg_ ? tensor_view{} : x, dy, dx);
     c.times->add(op_.timings());
   }
+  std::string tuned() const override { return op_.describe(); }
 
 private:
   static ops::pool_params params(layer_spec const& s) {
@@ -282,6 +284,7 @@ public:
     op_.backward(x, dy, dx);
     c.times->add(op_.timings());
   }
+  std::string tuned() const override { return op_.describe(); }
 
 private:
   ops::dist_lrn<T> op_;

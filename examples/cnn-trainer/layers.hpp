@@ -101,6 +101,9 @@ public:
   /// the ReLU's output in backward (then `y` is the ReLU's output and `dy` may be overwritten).
   /// False when the layer cannot; the network then runs the ReLU itself.
   virtual bool fuse_relu() { return false; }
+  /// What the layer's operator measured and chose while training (overlap modes, kernel
+  /// layouts, exchanges), for --describe; empty for layers that choose nothing.
+  [[nodiscard]] virtual std::string tuned() const { return {}; }
 };
 
 /// Buffers of another layer that a residual add reads and accumulates into (laid out as `desc`:

@@ -314,6 +314,15 @@ template <class T> void network<T>::backward(step_context const& c) {
   }
 }
 
+template <class T> std::string network<T>::describe_tuned() const {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::string const t = layers_[i]->tuned();
+    if (!t.empty()) os << "layer " << i << " " << kinds_[i] << ": " << t;
+  }
+  return os.str();
+}
+
 template <class T> std::string network<T>::describe() const {
   std::ostringstream os;
   for (std::size_t i = 0; i < layers_.size(); ++i) {

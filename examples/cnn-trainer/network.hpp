@@ -50,6 +50,9 @@ public:
   void backward(step_context const& c);
   /// One line per layer: kind, strategy grid, input and output shape, moves.
   [[nodiscard]] std::string describe() const;
+  /// What each layer's operator measured and chose while training, on this rank (layers that
+  /// choose nothing are left out).
+  [[nodiscard]] std::string describe_tuned() const;
   /// Each layer's kind as the model file names it (conv, relu, ...).
   [[nodiscard]] std::vector<std::string> const& kinds() const noexcept { return kinds_; }
   /// Global batch size.

@@ -74,7 +74,8 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
 
   --model NAME|FILE     built-in model (--list-models) or model file   [resnet-hybrid]
   --list-models         print the built-in models and exit
-  --describe            print every layer's process grid and the redistributions
+  --describe            print every layer's process grid and the redistributions; after
+                        training, what each layer's operator measured and chose
   --profile             at the end, each layer's forward and backward time per step (the
                         fastest and slowest rank; the first 5 steps are not counted)
   --dataset D           synthetic | synthetic3d | mnist:DIR | cifar10:DIR

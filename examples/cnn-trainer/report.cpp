@@ -84,6 +84,10 @@ void reporter::text(std::string const& s) {
   }
 }
 
+void reporter::text_root(std::string const& s) {
+  if (rank_ == 0) text(s);
+}
+
 void reporter::header(model_spec const& m, std::string const& data, long params, long steps,
                       long steps_per_epoch, long first_step) {
   losses_.reserve(static_cast<std::size_t>(steps)); // steps then record without allocating

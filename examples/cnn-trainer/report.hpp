@@ -65,6 +65,9 @@ public:
   void profile(layer_clock const& k, std::vector<std::string> const& kinds, MPI_Comm comm);
   /// Prints text as is.
   void text(std::string const& s);
+  /// Prints text as is on rank 0 only, also with --debug-print: for long reports, which a
+  /// launcher forwarding several ranks' output could cut between lines of another rank.
+  void text_root(std::string const& s);
   /// Called between steps: writes out the lines and log records held back by the rate limit
   /// (see `flush_interval_s`) once the interval has passed. Costs a clock read otherwise.
   void tick();

@@ -193,6 +193,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     std::vector<double> busy(P), split_busy(P);
     std::vector<index_t> held(P);
     long const profile_from = pos.step + 5;
+    index_t last_batch = std::min<index_t>(o.batch, ntrain); // of the last training step
     double const t_start = now();
     double last_test_accuracy = -1;
     long const first_step = pos.step;
@@ -216,6 +217,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       if (o.profile && s >= profile_from) c.clock = &clock;
       double const t0 = now();
       network<T>& net = nets.get(static_cast<index_t>(ids.size()));
+      last_batch = static_cast<index_t>(ids.size());
       loss_sums l = run_batch(net, *data, split::train, ids, c);
       double const tw = now();
       std::fill(v.begin(), v.end(), 0.0);
@@ -275,6 +277,9 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       out.tick(); // what the rate limit held back, once its interval has passed
     }
     if (o.profile) out.profile(clock, kinds, world);
+    // What the operators measured and chose, once they have. Rank 0's: the overlap modes are
+    // the same on every rank. Collective (a network not kept any more is built again).
+    if (o.describe) out.text_root(nets.get(last_batch).describe_tuned());
     if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
       out.text("expected a test accuracy of at least " + std::to_string(100 * o.expect_accuracy) +
                "% but reached " + std::to_string(100 * last_test_accuracy) + "%: FAILED\n");

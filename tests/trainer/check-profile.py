@@ -5,7 +5,9 @@
 Every rank's own table has one row per layer of --describe; communication never exceeds the
 time it is part of; a rank's layers never add up to more than its whole step; and rank 0's
 summary gives, per layer, the fastest and the slowest of those per-rank times, over STEPS - 5
-timed steps.
+timed steps. After training, --describe reports on rank 0 (only) what each convolution,
+pooling and LRN layer's operator measured and chose ("layer I KIND: ..."; with a split over
+ranks, the overlap modes).
 """
 import re
 import subprocess
@@ -30,6 +32,8 @@ def main():
         fail(f"halox-train exited with status {out.returncode}")
     size = None
     layers = set()
+    kinds = {}  # layer -> kind, from --describe
+    tuned = {}  # rank -> {layer: kind} from the report after training (rank 0 only)
     own = {}   # rank -> {layer: (fwd, fwd_comm, bwd, bwd_comm)}
     step = {}  # rank -> whole step
     summary = {}
@@ -42,6 +46,11 @@ def main():
         d = re.match(r"\s+(\d+) (\w+)\s+grid ", body)
         if d:
             layers.add(int(d.group(1)))
+            kinds[int(d.group(1))] = d.group(2)
+            continue
+        u = re.match(r"layer (\d+) (\w+): ", body)
+        if u:
+            tuned.setdefault(rank, {})[int(u.group(1))] = u.group(2)
             continue
         r = re.match(r"(\d+)\s+(\w+)\s+([\d.]+) \(([\d.]+)\)\s+([\d.]+) \(([\d.]+)\)$", body)
         if r:
@@ -76,6 +85,12 @@ def main():
         total = sum(f + b for f, _, b, _ in rows.values())
         if total > step[rank] + TOL * len(rows):
             fail(f"rank {rank}: layers add up to {total:.3f} ms, more than the step's {step[rank]}")
+    choosers = {i: k for i, k in kinds.items() if k in ("conv", "maxpool", "avgpool", "lrn")}
+    if tuned.get(0, {}) != choosers or len(tuned) != 1:
+        fail(f"reports of what the layers chose, by rank: {tuned}; expected rank 0's only, on "
+             f"each of {choosers}")
+    if size > 1 and "overlap measured: forward " not in text:
+        fail("no layer reported its measured overlap modes")
     if sorted(summary) != want:
         fail(f"summary rows {sorted(summary)}; the network has {want}")
     for i, (fmin, fmax, frank, _, bmin, bmax, brank, _) in summary.items():
