@@ -1,4 +1,5 @@
-# halox_add_mpi_test(NAME <name> TARGET <exe> RANKS <n>... [LABELS <l>...] [TIMEOUT <s>] [ARGS <a>...])
+# halox_add_mpi_test(NAME <name> TARGET <exe> RANKS <n>... [LABELS <l>...] [TIMEOUT <s>] [ARGS <a>...]
+#                    [ENV <VAR=value>...])
 # Registers one ctest per rank count, named <name>.np<n>, launched with the configured mpiexec
 # (plus the flags and environment this MPI flavour needs to run as root and oversubscribed).
 # Rank counts above HALOX_TEST_MAX_RANKS are not registered.
@@ -16,7 +17,7 @@ set(HALOX_TEST_MAX_RANKS ${_halox_default_max_ranks} CACHE STRING
     "Largest MPI rank count registered as a test")
 
 function(halox_add_mpi_test)
-  cmake_parse_arguments(T "" "NAME;TARGET;TIMEOUT" "RANKS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TARGET;TIMEOUT" "RANKS;LABELS;ARGS;ENV" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -31,7 +32,8 @@ function(halox_add_mpi_test)
     set_tests_properties(${test_name} PROPERTIES
       PROCESSORS ${n} TIMEOUT ${T_TIMEOUT}
       LABELS "mpi;np${n};${T_LABELS}"
-      # One OpenMP thread per rank: the ranks already oversubscribe the cores.
-      ENVIRONMENT "${HALOX_MPIEXEC_ENV};OMP_NUM_THREADS=1")
+      # One OpenMP thread per rank: the ranks already oversubscribe the cores. Then the
+      # caller's ENV (e.g. a shorter autotuning budget where the ranks oversubscribe the cores).
+      ENVIRONMENT "${HALOX_MPIEXEC_ENV};OMP_NUM_THREADS=1;${T_ENV}")
   endforeach()
 endfunction()
