@@ -382,7 +382,7 @@ public:
     // redistributed into other_ first.
     T const* o = local_ ? src_.output->data() : other_.data();
     tensor_desc const& od = local_ ? *src_.desc : desc_;
-    if (!local_) move_->forward(*src_.output, other_, *c.times);
+    if (!local_) move_->forward(src_.output->data(), other_.data(), *c.times);
     double const t0 = now();
     T const* a = static_cast<T const*>(x.data);
     T* b = static_cast<T*>(y.data);
@@ -407,7 +407,7 @@ public:
     }
     copy_owned(*dy.desc, g, desc_, other_.data());
     c.times->compute += now() - t0;
-    move_->backward(other_, *src_.grad, *c.times, /*accumulate=*/true);
+    move_->backward(other_.data(), src_.grad->data(), *c.times, /*accumulate=*/true);
   }
 
 private:

@@ -8,6 +8,7 @@
 #include <halox/ops/tensor_ref.hpp>
 #include <halox/ops/window.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -224,17 +225,93 @@ template <class T> void network<T>::plan_buffers() {
     if (i > 0) din_[i] = local_[i] ? dout_[i - 1] : slot{&dx_[i], &ly.in_desc()};
     dout_[i] = in_place_[i] ? din_[i] : slot{&dy_[i], &ly.out_desc()};
   }
-  auto alloc = [](slot const& s) {
+  auto alloc = [](slot& s) {
     if (s.buf && s.buf->empty())
       s.buf->assign(static_cast<std::size_t>(s.desc->local_elements()), T(0));
+    if (s.buf) s.data = s.buf->data();
   };
   for (std::size_t i = 0; i < L; ++i) {
     alloc(in_[i]);
     alloc(out_[i]);
-    alloc(din_[i]);
-    alloc(dout_[i]);
     if (is_skip_source_[i])
       skip_grad_[i].assign(static_cast<std::size_t>(skip_desc_[i]->local_elements()), T(0));
+  }
+  plan_gradients();
+}
+
+// The gradients are placed in one arena by lifetime, as a compiler assigns registers. Backward
+// runs layer L-1 down to 0; a gradient buffer is live from the step that writes it (the loss,
+// the layer after it, or the move between them) to the last step that reads it, and two
+// buffers whose lifetimes do not meet may share bytes. Placed largest first, each at the lowest
+// offset clear of every placed buffer it is live with: a chain of layers needs about two
+// activations' worth of gradients, where a buffer per layer needs all of them.
+template <class T> void network<T>::plan_gradients() {
+  std::size_t const L = layers_.size();
+  struct life {
+    std::vector<T>* buf;
+    std::size_t n;
+    long first, last;
+    std::size_t at = 0;
+  };
+  std::vector<life> lives;
+  auto use = [&](slot const& s, long t) {
+    if (!s.buf) return;
+    for (life& l : lives)
+      if (l.buf == s.buf) {
+        l.first = std::min(l.first, t);
+        l.last = std::max(l.last, t);
+        return;
+      }
+    lives.push_back({s.buf, static_cast<std::size_t>(s.desc->local_elements()), t, t});
+  };
+  // Times: the loss at -1, layer i's backward at 2 (L-1-i), the move into layer i just after.
+  use(dout_[L - 1], -1);
+  for (std::size_t i = L; i-- > 0;) {
+    long const t = 2 * static_cast<long>(L - 1 - i);
+    use(dout_[i], t);
+    use(din_[i], t);
+    if (i > 0 && !local_[i]) {
+      use(din_[i], t + 1);
+      use(dout_[i - 1], t + 1);
+    }
+  }
+  std::vector<std::size_t> order(lives.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return lives[a].n > lives[b].n; });
+  std::size_t const align = 64 / sizeof(T); // each buffer on its own cache line
+  auto round_up = [&](std::size_t n) { return (n + align - 1) / align * align; };
+  std::size_t total = 0;
+  grad_naive_ = 0;
+  std::vector<std::size_t> placed;
+  for (std::size_t k : order) {
+    life& l = lives[k];
+    grad_naive_ += l.n;
+    // Lowest offset clear of the placed buffers live at the same time.
+    std::vector<std::pair<std::size_t, std::size_t>> busy;
+    for (std::size_t p : placed) {
+      life const& o = lives[p];
+      if (o.first <= l.last && l.first <= o.last) busy.emplace_back(o.at, o.at + round_up(o.n));
+    }
+    std::sort(busy.begin(), busy.end());
+    std::size_t at = 0;
+    for (auto const& [lo, hi] : busy) {
+      if (at + round_up(l.n) <= lo) break;
+      at = std::max(at, hi);
+    }
+    l.at = at;
+    total = std::max(total, at + round_up(l.n));
+    placed.push_back(k);
+  }
+  grad_arena_.assign(total, T(0));
+  auto bind = [&](slot& s) {
+    if (!s.buf) return;
+    for (life const& l : lives)
+      if (l.buf == s.buf) s.data = grad_arena_.data() + l.at;
+  };
+  for (std::size_t i = 0; i < L; ++i) {
+    bind(din_[i]);
+    bind(dout_[i]);
   }
 }
 
@@ -255,7 +332,7 @@ void tick(step_context const& c, std::size_t i, double t0, double c0, bool fwd) 
 template <class T> void network<T>::forward(step_context const& c) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
-    if (i > 0 && !local_[i]) moves_[i]->forward(*out_[i - 1].buf, *in_[i].buf, *c.times);
+    if (i > 0 && !local_[i]) moves_[i]->forward(out_[i - 1].data, in_[i].data, *c.times);
     double const s0 = c.times->compute;
     if (!fused_away_[i]) layers_[i]->forward(in_[i].view(), out_[i].view(), c);
     c.times->split += c.times->compute - s0;
@@ -271,8 +348,8 @@ loss_sums network<T>::loss(std::vector<int> const& labels, step_context const& c
   HALOX_REQUIRE(static_cast<index_t>(labels.size()) == rows, halox::errc::internal,
                 "loss: " + std::to_string(labels.size()) + " labels for " + std::to_string(rows) +
                     " samples");
-  T const* z = y_.back().data();
-  T* g = dy_.back().data();
+  T const* z = out_.back().data;
+  T* g = dout_.back().data;
   loss_sums s;
   for (index_t n = 0; n < rows; ++n) {
     T const* zr = z + n * K;
@@ -300,14 +377,14 @@ template <class T> void network<T>::backward(step_context const& c) {
     double const l0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
     if (is_skip_source_[i]) {
       double const t0 = now();
-      add_owned(*skip_desc_[i], skip_grad_[i].data(), *dout_[i].desc, dout_[i].buf->data());
+      add_owned(*skip_desc_[i], skip_grad_[i].data(), *dout_[i].desc, dout_[i].data);
       c.times->compute += now() - t0;
     }
     double const s0 = c.times->compute;
     if (!fused_away_[i])
       layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
     c.times->split += c.times->compute - s0;
-    if (i > 0 && !local_[i]) moves_[i]->backward(*din_[i].buf, *dout_[i - 1].buf, *c.times);
+    if (i > 0 && !local_[i]) moves_[i]->backward(din_[i].data, dout_[i - 1].data, *c.times);
     // The gradient buckets started so far move while the layers below compute.
     if (c.grads) c.grads->progress(c.times->allreduce);
     if (c.clock) tick(c, i, l0, c0, false);

@@ -57,17 +57,25 @@ public:
   [[nodiscard]] std::vector<std::string> const& kinds() const noexcept { return kinds_; }
   /// Global batch size.
   [[nodiscard]] halox::index_t batch() const noexcept { return batch_; }
+  /// Elements of the gradient arena, and what the gradients would take with a buffer each.
+  [[nodiscard]] std::size_t gradient_elements() const noexcept { return grad_arena_.size(); }
+  [[nodiscard]] std::size_t gradient_elements_unplanned() const noexcept { return grad_naive_; }
 
 private:
-  // A buffer and the layout it is read and written with.
+  // A buffer and the layout it is read and written with. `buf` names the storage behind it
+  // (an activation vector, or a gradient whose place in the gradient arena `data` is).
   struct slot {
     std::vector<T>* buf = nullptr;
     halox::tensor_desc const* desc = nullptr;
+    T* data = nullptr;
     [[nodiscard]] halox::tensor_view view() const {
-      return buf ? halox::tensor_view(*desc, *buf) : halox::tensor_view{};
+      return buf ? halox::tensor_view(*desc, data,
+                                      static_cast<std::size_t>(desc->local_elements()) * sizeof(T))
+                 : halox::tensor_view{};
     }
   };
   void plan_buffers();
+  void plan_gradients();
 
   halox::index_t batch_;
   std::vector<std::unique_ptr<layer<T>>> layers_;
@@ -77,8 +85,11 @@ private:
   std::vector<bool> fused_away_; // layer i (a ReLU) runs inside layer i-1
   std::vector<slot> in_, out_, dout_, din_; // x, y, dy and dx of each layer
   // Storage behind the slots: x_[i] layer i's input, y_[i] its output where it is moved by a
-  // redistribution (or is the logits), dy_[i] / dx_[i] the gradients likewise.
+  // redistribution (or is the logits). dy_[i] / dx_[i] name the gradients likewise, but stay
+  // empty: the gradients live in `grad_arena_`, placed by their lifetimes (plan_gradients).
   std::vector<std::vector<T>> x_, y_, dx_, dy_, skip_grad_;
+  std::vector<T> grad_arena_;
+  std::size_t grad_naive_ = 0; // elements the gradients would take, one buffer each
   std::vector<halox::tensor_desc const*> skip_desc_; // layout of a skip source's output
   std::vector<bool> is_skip_source_;
   std::vector<std::string> kinds_;

@@ -14,31 +14,39 @@ halox::redistribute_options move_options(halox::backend method) {
   o.method = method;
   return o;
 }
+// A buffer of `d`'s local elements as a view.
+template <class T> halox::tensor_view view(halox::tensor_desc const& d, T* p) {
+  return {d, p, static_cast<std::size_t>(d.local_elements()) * sizeof(T)};
+}
 } // namespace
 
 template <class T> transfer<T>::transfer(halox::tensor_desc const& src,
                                          halox::tensor_desc const& dst, halox::backend method)
     : src_(src), dst_(dst), plan_(src_, dst_, move_options(method)) {}
 
-template <class T>
-void transfer<T>::forward(std::vector<T>& src_buf, std::vector<T>& dst_buf, phase_times& t) {
+template <class T> void transfer<T>::forward(T const* src_buf, T* dst_buf, phase_times& t) {
   double const t0 = now();
-  plan_.execute(halox::tensor_view(src_, src_buf), halox::tensor_view(dst_, dst_buf));
+  plan_.execute(view(src_, const_cast<T*>(src_buf)), view(dst_, dst_buf));
   t.shuffle += now() - t0;
 }
 
-template <class T> void transfer<T>::backward(std::vector<T>& dst_buf, std::vector<T>& src_buf,
-                                              phase_times& t, bool accumulate) {
+template <class T>
+void transfer<T>::backward(T const* dst_buf, T* src_buf, phase_times& t, bool accumulate) {
   double const t0 = now();
-  std::vector<T>& out = accumulate ? scratch_ : src_buf;
-  if (accumulate && scratch_.size() != src_buf.size()) scratch_.resize(src_buf.size());
-  plan_.execute_inverse(halox::tensor_view(dst_, dst_buf), halox::tensor_view(src_, out));
+  if (accumulate) scratch_.resize(static_cast<std::size_t>(src_.local_elements())); // once
+  T* const out = accumulate ? scratch_.data() : src_buf;
+  plan_.execute_inverse(view(dst_, const_cast<T*>(dst_buf)), view(src_, out));
   double const t1 = now();
   t.shuffle += t1 - t0;
   if (accumulate) {
-    add_owned(src_, scratch_.data(), src_, src_buf.data());
+    add_owned(src_, scratch_.data(), src_, src_buf);
     t.compute += now() - t1;
   }
+}
+
+template <class T> std::size_t transfer<T>::held_bytes() const noexcept {
+  halox::workspace_size const w = plan_.workspace_bytes();
+  return w.host + w.pinned_host + w.device + scratch_.capacity() * sizeof(T);
 }
 
 template class transfer<float>;

@@ -16,12 +16,15 @@ template <class T> class transfer {
 public:
   /// Collective over the grids' communicator (plans the redistribution, moved by `method`).
   transfer(halox::tensor_desc const& src, halox::tensor_desc const& dst, halox::backend method);
-  /// Owned cells of `src_buf` (laid out as src) -> owned cells of `dst_buf` (as dst).
-  void forward(std::vector<T>& src_buf, std::vector<T>& dst_buf, phase_times& t);
+  /// Owned cells of `src_buf` (laid out as src) -> owned cells of `dst_buf` (as dst). Each
+  /// buffer holds its layout's `local_elements()`.
+  void forward(T const* src_buf, T* dst_buf, phase_times& t);
   /// Owned cells of `dst_buf` -> owned cells of `src_buf`; with `accumulate` they are added
   /// to what `src_buf` holds instead of replacing it.
-  void backward(std::vector<T>& dst_buf, std::vector<T>& src_buf, phase_times& t,
-                bool accumulate = false);
+  void backward(T const* dst_buf, T* src_buf, phase_times& t, bool accumulate = false);
+  /// Bytes the move holds between calls (the redistribution's workspace, the scratch of an
+  /// accumulating backward).
+  [[nodiscard]] std::size_t held_bytes() const noexcept;
 
 private:
   halox::tensor_desc src_, dst_;

@@ -19,7 +19,8 @@ enum class errc {
   internal,           ///< a bug in halox
   timeout,            ///< a wait exceeded its bound (HALOX_TIMEOUT / timeout_seconds)
   ucx_error,          ///< a UCX call failed (the ucx / ucx_iov backends)
-  peer_failed         ///< a peer of this plan failed at execute and will not take part
+  peer_failed,        ///< a peer of this plan failed at execute and will not take part
+  out_of_memory       ///< an allocation failed, or what is asked for does not fit a memory budget
 };
 
 /// Human-readable name of an error category.

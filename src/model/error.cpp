@@ -19,6 +19,7 @@ char const* to_string(errc c) noexcept {
   case errc::timeout: return "timeout";
   case errc::ucx_error: return "ucx_error";
   case errc::peer_failed: return "peer_failed";
+  case errc::out_of_memory: return "out_of_memory";
   }
   return "unknown";
 }

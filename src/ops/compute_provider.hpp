@@ -93,6 +93,12 @@ public:
   }
   /// One line per problem shape: what was chosen and what each candidate cost.
   [[nodiscard]] virtual std::string describe() const = 0;
+  /// What this object holds between calls (`held_*`) and in scratch of its own (`call_*`);
+  /// the shared scratch is not counted here.
+  [[nodiscard]] virtual memory_use memory() const { return {}; }
+  /// Whether a convolution's forward keeps its reordered x for the backward (see
+  /// dist_options::keep_reorders); providers that reorder nothing ignore it.
+  virtual void keep_reorders(bool keep) { (void)keep; }
 
 private:
   [[noreturn]] void unsupported(char const* op) const {

@@ -240,6 +240,16 @@ template <class T> void dist_batch_norm<T>::backward(tensor_view const& x, tenso
   t.compute = t.total - t.reduce;
 }
 
+template <class T> memory_use dist_batch_norm<T>::memory() const {
+  impl const& I = *impl_;
+  memory_use m = I.k.memory();
+  // Per-channel moments and sums: a few arrays of C doubles.
+  m.held_host +=
+      (I.buf.capacity() + I.mine_buf.capacity() + 8 * static_cast<std::size_t>(I.channels)) *
+      sizeof(double);
+  return m;
+}
+
 template class dist_batch_norm<float>;
 template class dist_batch_norm<double>;
 

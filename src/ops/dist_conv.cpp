@@ -13,10 +13,9 @@ template <class T> struct dist_conv<T>::impl {
   detail::window_layer layer;
   std::vector<index_t> w_shape;
   conv_params p;
-  local_kernels<T> k;         // the provider that computes every box
-  communicator reduce;        // private duplicate: our all-reductions never meet the caller's
-  detail::space_ops mem;      // where the layer's buffers live (the provider's memory)
-  detail::space_buffer<T> ws; // gathered dy
+  local_kernels<T> k;    // the provider that computes every box
+  communicator reduce;   // private duplicate: our all-reductions never meet the caller's
+  detail::space_ops mem; // where the layer's buffers live (the provider's memory)
   detail::space_buffer<T> dev_grads; // device providers: partial dw then db, on the device
   std::vector<T> grads;              // partial dw then db (host), all-reduced in one call
   dist_timings t;
@@ -54,7 +53,9 @@ template <class T> struct dist_conv<T>::impl {
       : layer("dist_conv", x, windows(x, w, p_), w.empty() ? 0 : w[0], false,
               boundary_fill::constant, o),
         w_shape(std::move(w)), p(p_), k(o.provider, o.threads),
-        reduce(detail::dup_comm(x.grid().comm())), mem(layer.mem), ws(mem), dev_grads(mem) {}
+        reduce(detail::dup_comm(x.grid().comm())), mem(layer.mem), dev_grads(mem) {
+    k.keep_reorders(o.keep_reorders);
+  }
 
   static std::vector<detail::win1> windows(tensor_desc const& x, std::vector<index_t> const& w,
                                            conv_params const& p) {
@@ -197,7 +198,11 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   bool const split = L.opt.overlap && L.bwd_tune.split();
   bool const gathers = want_dx && !L.dy_local;
   box_gather_plan& gather = L.gather_for(split);
-  T* const ws = gathers ? I.ws.reserve(static_cast<std::size_t>(gather.elements())) : nullptr;
+  // The gathered dy is needed until this call returns: it lives in the thread's shared
+  // workspace, not in one buffer per layer.
+  T* const ws = gathers ? static_cast<T*>(detail::shared_workspace(
+                              I.mem, static_cast<std::size_t>(gather.elements()) * sizeof(T)))
+                        : nullptr;
   const_block_ref<T> const dy_ws = detail::gathered_dy<T>(gathers, L.out_own, ws, gather, dy_own);
   MPI_Request req = MPI_REQUEST_NULL;
   bool weights_done = false; // dw has been computed from dy_own in this call
@@ -280,6 +285,21 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
       I.finish_reduce();
   }
   L.bwd_tune.record(t.total, [&](double(&v)[2]) { detail::sum_over(L.tune_comm.get(), v); });
+}
+
+template <class T> memory_use dist_conv<T>::memory() const {
+  impl const& I = *impl_;
+  memory_use m = I.k.memory();
+  m += I.layer.plan_memory();
+  std::size_t const g = I.grads.capacity() * sizeof(T);
+  m.held_host += g; // partial weight gradients, all-reduced in host memory
+  if (!I.mem.host()) m.held_device += g;
+  return m;
+}
+
+template <class T> void dist_conv<T>::keep_reorders(bool keep) {
+  impl_->layer.opt.keep_reorders = keep;
+  impl_->k.keep_reorders(keep);
 }
 
 template class dist_conv<float>;

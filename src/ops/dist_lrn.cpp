@@ -287,6 +287,15 @@ void dist_lrn<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_v
   t.total = MPI_Wtime() - t0;
 }
 
+template <class T> memory_use dist_lrn<T>::memory() const {
+  impl const& I = *impl_;
+  memory_use m = I.k.memory();
+  if (I.x_halo) m += detail::held(I.x_halo->workspace_bytes());
+  if (I.t_halo) m += detail::held(I.t_halo->workspace_bytes());
+  m.held_host += I.t_buf.capacity() * sizeof(double);
+  return m;
+}
+
 template class dist_lrn<float>;
 template class dist_lrn<double>;
 

@@ -17,8 +17,7 @@ namespace halox::ops {
 template <class T> struct dist_pool<T>::impl {
   detail::window_layer layer;
   pool_params p;
-  local_kernels<T> k;         // the provider that computes every box
-  detail::space_buffer<T> ws; // gathered dy, in the provider's memory
+  local_kernels<T> k; // the provider that computes every box
   dist_timings t;
   // Max pooling where this rank's backward reads outputs another rank owns (a split window
   // row): `bwd_out`, the outputs touching the owned inputs, is larger than the owned outputs.
@@ -38,7 +37,7 @@ template <class T> struct dist_pool<T>::impl {
   impl(tensor_desc const& x, pool_params const& p_, dist_options const& o)
       : layer("dist_pool", x, windows(x, p_), x.shape().size() > 1 ? x.shape()[1] : 0,
               p_.kind == pool_kind::max, boundary_fill::untouched, o),
-        p(p_), k(o.provider, o.threads), ws(detail::space_ops(layer.mem)) {
+        p(p_), k(o.provider, o.threads) {
     // Only where the kernels keep winners (oneDNN, float, host memory); the others find them
     // again in backward whatever the forward computed.
     if (p.kind != pool_kind::max || !std::is_same_v<T, float> ||
@@ -164,7 +163,11 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   // Where no rank's dx reads dy of another rank (dy_local), dx reads dy in place: no gather.
   bool const gathers = !L.dy_local;
   box_gather_plan& gather = L.gather_for(L.opt.overlap && L.bwd_tune.split());
-  T* const ws = gathers ? I.ws.reserve(static_cast<std::size_t>(gather.elements())) : nullptr;
+  T* const ws =
+      gathers
+          ? static_cast<T*>(detail::shared_workspace(
+                detail::space_ops(L.mem), static_cast<std::size_t>(gather.elements()) * sizeof(T)))
+          : nullptr;
   const_block_ref<T> const dy_ws = detail::gathered_dy<T>(gathers, L.out_own, ws, gather, dy_own);
   detail::run_tuned(
       L.opt, L.bwd_tune, L.tune_comm.get(), L.bwd_polls, L.in->grid().comm(),
@@ -182,6 +185,13 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
       },
       t);
   t.total = MPI_Wtime() - t0;
+}
+
+template <class T> memory_use dist_pool<T>::memory() const {
+  memory_use m = impl_->k.memory();
+  m += impl_->layer.plan_memory();
+  m.held_host += impl_->yk.capacity() * sizeof(T); // the widened forward's outputs
+  return m;
 }
 
 template class dist_pool<float>;

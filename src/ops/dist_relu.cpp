@@ -33,6 +33,8 @@ template <class T> void dist_relu<T>::backward(tensor_view const& x, tensor_view
   kernels_->relu_backward(owned_ref<T const>(x), owned_ref<T const>(dy), owned_ref<T>(dx));
 }
 
+template <class T> memory_use dist_relu<T>::memory() const { return kernels_->memory(); }
+
 template class dist_relu<float>;
 template class dist_relu<double>;
 

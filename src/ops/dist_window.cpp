@@ -343,6 +343,15 @@ box slab(box const& b, int n, int i) {
   return p;
 }
 
+memory_use held(workspace_size const& w) noexcept {
+  memory_use m;
+  m.held_host = w.host + w.pinned_host;
+  m.held_device = w.device;
+  return m;
+}
+
+memory_use window_layer::plan_memory() const { return held(halo->workspace_bytes()); }
+
 std::vector<box> split_box(box const& b, int n) {
   std::vector<box> r;
   for (int i = 0, parts = slab_count(b, n); i < parts; ++i) r.push_back(slab(b, n, i));

@@ -105,7 +105,13 @@ struct window_layer {
 
   /// Multi-line account of halos, output distribution, boxes and exchanges.
   [[nodiscard]] std::string describe() const;
+  /// What the plans hold for their life (the halo exchange's pack buffers and staging), as
+  /// held memory; the dy a backward call gathers lives in the shared workspace.
+  [[nodiscard]] memory_use plan_memory() const;
 };
+
+/// `w`'s areas as held memory (pinned host memory counts as host memory).
+[[nodiscard]] memory_use held(workspace_size const& w) noexcept;
 
 /// Throws unless `o.overlap_trials` is in [0, 1000]; `what` names the operator.
 void check_overlap_trials(std::string const& what, dist_options const& o);

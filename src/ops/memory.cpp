@@ -1,6 +1,7 @@
 #include "ops/memory.hpp"
 
 #include <halox/error.hpp>
+#include <halox/ops/provider.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -79,4 +80,65 @@ void space_ops::from_host(void* dst, void const* host_src, std::size_t bytes) co
 
 bool device_usable(std::string& why) { return device_visible(why); }
 
+namespace {
+struct workspaces {
+  space_buffer<char> host{space_ops(memory_space::host)};
+  space_buffer<char> device{space_ops(memory_space::device)};
+  std::size_t host_n = 0, device_n = 0;
+};
+workspaces& thread_workspaces() {
+  thread_local workspaces w;
+  return w;
+}
+} // namespace
+
+void* shared_workspace(space_ops const& ops, std::size_t bytes) {
+  workspaces& w = thread_workspaces();
+  bool const dev = !ops.host();
+  std::size_t& n = dev ? w.device_n : w.host_n;
+  void* p = (dev ? w.device : w.host).reserve(bytes);
+  if (bytes > n) n = bytes;
+  return p;
+}
+
+std::size_t shared_workspace_bytes(bool device) noexcept {
+  workspaces const& w = thread_workspaces();
+  return device ? w.device_n : w.host_n;
+}
+
+void release_shared_workspaces() noexcept {
+  workspaces& w = thread_workspaces();
+  w.host = space_buffer<char>(space_ops(memory_space::host));
+  w.device = space_buffer<char>(space_ops(memory_space::device));
+  w.host_n = w.device_n = 0;
+}
+
 } // namespace halox::ops::detail
+
+namespace halox::ops {
+
+#ifdef HALOX_OPS_ONEDNN
+namespace detail::onednn {
+std::size_t arena_bytes() noexcept;
+void arena_release() noexcept;
+} // namespace detail::onednn
+#endif
+
+shared_scratch shared_scratch_bytes() noexcept {
+  shared_scratch s;
+  s.host = detail::shared_workspace_bytes(false);
+  s.device = detail::shared_workspace_bytes(true);
+#ifdef HALOX_OPS_ONEDNN
+  s.host += detail::onednn::arena_bytes();
+#endif
+  return s;
+}
+
+void release_shared_scratch() noexcept {
+  detail::release_shared_workspaces();
+#ifdef HALOX_OPS_ONEDNN
+  detail::onednn::arena_release();
+#endif
+}
+
+} // namespace halox::ops

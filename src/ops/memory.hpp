@@ -106,6 +106,16 @@ template <class T> std::vector<T> host_copy(space_ops const& ops, T const* p, st
   return v;
 }
 
+/// At least `bytes` of the calling thread's shared workspace in `ops`' memory space: what a
+/// backward call gathers dy into, needed from the gather's start to the end of that call. One
+/// buffer per memory space and thread, as large as the largest call asked for; what it held
+/// is lost when it grows. Counted by `shared_scratch_bytes()`.
+[[nodiscard]] void* shared_workspace(space_ops const& ops, std::size_t bytes);
+/// Bytes of the calling thread's shared workspaces, host and device.
+[[nodiscard]] std::size_t shared_workspace_bytes(bool device) noexcept;
+/// Frees them.
+void release_shared_workspaces() noexcept;
+
 /// Whether device memory can be used here: a CUDA build of the operators and a visible device.
 /// Otherwise false, with the reason in `why`.
 [[nodiscard]] bool device_usable(std::string& why);

@@ -267,6 +267,8 @@ template <class T> void local_kernels<T>::lrn_backward(const_tensor_ref<T> x,
   impl_->lrn_backward(std::move(x), std::move(dy), std::move(dx), p);
 }
 template <class T> std::string local_kernels<T>::describe() const { return impl_->describe(); }
+template <class T> memory_use local_kernels<T>::memory() const { return impl_->memory(); }
+template <class T> void local_kernels<T>::keep_reorders(bool keep) { impl_->keep_reorders(keep); }
 template <class T> std::string local_kernels<T>::threads_description() const {
   if (run_threads_ == 0) return "OpenMP's default threads (" + threads_why_ + ")";
   return std::to_string(run_threads_) + (run_threads_ == 1 ? " thread (" : " threads (") +

@@ -74,6 +74,9 @@ public:
   void backward_relu(tensor_view const& x, tensor_view const& y, tensor_view const& dy,
                      T const* gamma, tensor_view const& dx, T* dgamma, T* dbeta);
 
+  /// What this operator uses on this rank (see `memory_use`): held between calls, and scratch
+  /// of its own. Sizes follow the calls made so far.
+  [[nodiscard]] memory_use memory() const;
   /// The moments used by the last forward on this rank.
   [[nodiscard]] bn_moments const& moments() const noexcept;
   /// Times of the last call on this rank (`reduce`: the statistics / gradient-sum exchanges).

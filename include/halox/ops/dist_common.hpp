@@ -73,6 +73,13 @@ struct dist_options {
   /// OpenMP threads of each local kernel call on this rank; 0: `default_threads()` (the OpenMP
   /// default, OMP_NUM_THREADS, unless several unbound ranks share the node's CPUs).
   int threads = 0;
+  /// Whether a provider may keep, from a convolution's forward to its backward, the copy of x
+  /// it reordered into its own layout (oneDNN's blocked layouts), so that the weight gradient
+  /// reads it instead of reordering x again: a little faster, at one more copy of x held
+  /// between the calls (`memory()` counts it as held). false: backward reorders x again and
+  /// nothing is held. Can be changed later with the operator's `keep_reorders`. Results are
+  /// bitwise equal either way.
+  bool keep_reorders = true;
 };
 
 /// Where the time of the last call of an operator went, in seconds, on the calling rank.

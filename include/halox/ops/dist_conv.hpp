@@ -92,6 +92,12 @@ public:
   /// True while a deferred gradient all-reduce has not been completed.
   [[nodiscard]] bool gradients_pending() const noexcept;
 
+  /// What this operator uses on this rank (see `memory_use`): held between calls, and scratch
+  /// of its own. Sizes follow the calls made so far.
+  [[nodiscard]] memory_use memory() const;
+  /// Sets `dist_options::keep_reorders` from now on; false frees the copy of x kept now (the
+  /// next backward then reorders x again). Not collective.
+  void keep_reorders(bool keep);
   /// Times of the last `forward` or `backward` on this rank.
   [[nodiscard]] dist_timings const& timings() const noexcept;
   /// Bytes this rank sends per forward plus backward call (input halos and dy gather).

@@ -64,6 +64,9 @@ public:
   void backward(tensor_view const& x, tensor_view const& dy, tensor_view const& dx);
 
   /// Times of the last `forward` or `backward` on this rank.
+  /// What this operator uses on this rank (see `memory_use`): held between calls, and scratch
+  /// of its own. Sizes follow the calls made so far.
+  [[nodiscard]] memory_use memory() const;
   [[nodiscard]] dist_timings const& timings() const noexcept;
   /// Bytes this rank sends per forward plus backward call (0 unless the channels are split).
   [[nodiscard]] std::size_t bytes_sent() const noexcept;

@@ -54,6 +54,9 @@ public:
   /// (pass `tensor_view{}`). `dx` has the input's blocks (any halos and strides).
   void backward(tensor_view const& x, tensor_view const& dy, tensor_view const& dx);
 
+  /// What this operator uses on this rank (see `memory_use`): held between calls, and scratch
+  /// of its own. Sizes follow the calls made so far.
+  [[nodiscard]] memory_use memory() const;
   /// Times of the last `forward` or `backward` on this rank.
   [[nodiscard]] dist_timings const& timings() const noexcept;
   /// Bytes this rank sends per forward plus backward call (input halos and dy gather).

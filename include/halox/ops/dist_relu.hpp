@@ -26,6 +26,9 @@ public:
   /// dx = dy where x > 0, else 0, on the owned block; `x` may be the forward output; `dx` may
   /// be `dy`.
   void backward(tensor_view const& x, tensor_view const& dy, tensor_view const& dx) const;
+  /// What this operator's kernels use on this rank (see `memory_use`); ReLU itself keeps
+  /// nothing between calls.
+  [[nodiscard]] memory_use memory() const;
 
 private:
   tensor_desc desc_;

@@ -15,6 +15,7 @@
 #include <halox/ops/tensor_ref.hpp>
 #include <halox/ops/window.hpp>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,51 @@ struct thread_default {
 /// node) it is the CPUs divided among those ranks, at least 1. Needs no MPI (callable before
 /// `MPI_Init`).
 [[nodiscard]] thread_default default_threads();
+
+/// Bytes an operator uses on the calling rank, by how long and where. Sizes follow the calls
+/// made so far: a provider sizes its buffers at the first call of each problem, so ask after
+/// one forward and one backward.
+struct memory_use {
+  /// Kept from one call to the next (a convolution's reordered x, max pooling's winners, the
+  /// batch-norm moments, plan buffers), host memory.
+  std::size_t held_host = 0;
+  /// The same in device memory.
+  std::size_t held_device = 0;
+  /// Needed during a call only, in this operator's own buffers (provider scratch, partial
+  /// weight gradients), host memory. The scratch the operators of a thread share is counted
+  /// once, by `shared_scratch_bytes()`, not here.
+  std::size_t call_host = 0;
+  /// The same in device memory.
+  std::size_t call_device = 0;
+
+  /// Everything, host and device.
+  [[nodiscard]] std::size_t total() const noexcept {
+    return held_host + held_device + call_host + call_device;
+  }
+  /// Adds `o` field by field.
+  memory_use& operator+=(memory_use const& o) noexcept {
+    held_host += o.held_host;
+    held_device += o.held_device;
+    call_host += o.call_host;
+    call_device += o.call_device;
+    return *this;
+  }
+};
+
+/// Bytes of the scratch every operator on the calling thread shares, in host and device memory:
+/// the provider's reordered copies of a call's operands (oneDNN) and the workspace a backward
+/// call gathers dy into. Each buffer is as large as the largest call that needed it, and is
+/// used by one call at a time, so a network of many layers holds a few activations' worth,
+/// not a few per layer.
+struct shared_scratch {
+  std::size_t host = 0;   ///< host memory
+  std::size_t device = 0; ///< device memory
+};
+/// The calling thread's shared scratch now.
+[[nodiscard]] shared_scratch shared_scratch_bytes() noexcept;
+/// Frees the calling thread's shared scratch (it grows again at the next call that needs it):
+/// for a caller about to allocate a large buffer of its own between training phases.
+void release_shared_scratch() noexcept;
 
 namespace detail {
 template <class T> class compute_kernels;
@@ -175,6 +221,12 @@ public:
   /// One line per problem shape seen: the implementation chosen and the measured cost of each
   /// candidate.
   [[nodiscard]] std::string describe() const;
+  /// What these kernels hold between calls and in scratch of their own (the thread's shared
+  /// scratch is counted by `shared_scratch_bytes()`).
+  [[nodiscard]] memory_use memory() const;
+  /// Whether a convolution forward keeps its reordered x for the backward-weights call (see
+  /// `dist_options::keep_reorders`); false frees what is kept now.
+  void keep_reorders(bool keep);
 
 private:
   std::unique_ptr<detail::compute_kernels<T>> impl_;

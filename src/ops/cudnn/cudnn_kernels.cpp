@@ -546,6 +546,15 @@ public:
     copy(d1, flat_view(dx));
   }
 
+  memory_use memory() const override {
+    memory_use m;
+    for (device_buffer const* b :
+         {&ws_, &scratch_x_, &scratch_dy_, &scratch_dx_, &scratch_y_, &scratch_dw_, &pack_a_,
+          &pack_c_, &scratch_f_, &scratch_div_, &scratch_c0_, &scratch_c1_, &scratch_c2_,
+          &scratch_c3_, &scratch_red_})
+      m.call_device += b->bytes;
+    return m;
+  }
   std::string describe() const override {
     std::ostringstream os;
     for (auto const& [key, c] : chosen_)

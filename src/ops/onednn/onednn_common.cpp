@@ -9,6 +9,54 @@ context& ctx() {
   return c;
 }
 
+void* scratch_arena::get(role r, std::size_t bytes) {
+  buf& b = bufs_[static_cast<int>(r)];
+  if (bytes > b.n) {
+    b.p.reset();
+    b.n = 0;
+    std::size_t const n = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, n);
+    if (p == nullptr)
+      throw halox::error(
+          errc::out_of_memory,
+          "oneDNN provider: could not allocate " + std::to_string(n) +
+              " bytes of scratch; use smaller blocks (more ranks) or a smaller batch");
+    b.p.reset(p);
+    b.n = n;
+  }
+  b.stamp = ++next_;
+  return b.p.get();
+}
+
+std::size_t scratch_arena::bytes() const noexcept {
+  std::size_t n = 0;
+  for (buf const& b : bufs_) n += b.n;
+  return n;
+}
+
+void scratch_arena::release() noexcept {
+  for (buf& b : bufs_) {
+    b.p.reset();
+    b.n = 0;
+    b.stamp = ++next_;
+  }
+}
+
+void scratch_arena::release(role r) noexcept {
+  buf& b = bufs_[static_cast<int>(r)];
+  b.p.reset();
+  b.n = 0;
+  b.stamp = ++next_;
+}
+
+scratch_arena& arena() {
+  thread_local scratch_arena a;
+  return a;
+}
+
+std::size_t arena_bytes() noexcept { return arena().bytes(); }
+void arena_release() noexcept { arena().release(); }
+
 tag plain_tag(int nsp) { return nsp == 1 ? tag::ncw : nsp == 2 ? tag::nchw : tag::ncdhw; }
 tag channels_last_tag(int nsp) { return nsp == 1 ? tag::nwc : nsp == 2 ? tag::nhwc : tag::ndhwc; }
 tag weights_tag(int nsp) { return nsp == 1 ? tag::oiw : nsp == 2 ? tag::oihw : tag::oidhw; }

@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +31,59 @@ struct context {
   dnnl::stream strm{eng};
 };
 context& ctx();
+
+/// What a transient buffer of the shared scratch holds during a call.
+enum class role {
+  src,   ///< x or dx in a primitive's layout
+  dst,   ///< y or dy in a primitive's layout (a backward-weights call's dy stays there for
+         ///< the backward-data call after it while the role's stamp is unchanged)
+  wei,   ///< weights or their gradient in a primitive's layout
+  dsrc,  ///< pooling's dx before it is copied into the caller's view
+  spare, ///< the dst of a candidate measured beside a kept dy (freed after measuring)
+  count
+};
+
+/// The buffers a primitive reads and writes in its own layout (a reordered copy of a caller's
+/// view) are needed only during the call that reorders them. Every engine of a thread takes
+/// them from this one arena, one buffer per role sized by the largest call, instead of each
+/// layer keeping copies of its activations for the life of the network: a deep network then
+/// holds a few activations' worth of scratch instead of several per layer. Calls on a thread
+/// are sequential, so a role's buffer serves one call at a time; a buffer handed out for a
+/// role stays valid until the next `get` of that role, which `stamp` tells.
+class scratch_arena {
+public:
+  scratch_arena() = default;
+  scratch_arena(scratch_arena const&) = delete;
+  scratch_arena& operator=(scratch_arena const&) = delete;
+  /// At least `bytes` (64-byte aligned) for role `r`; what it held before is lost when it
+  /// grows. Every call changes the role's stamp.
+  void* get(role r, std::size_t bytes);
+  /// Changes with every `get` of role `r`: a reader that noted it can tell whether the buffer
+  /// still holds what it wrote.
+  [[nodiscard]] std::uint64_t stamp(role r) const noexcept {
+    return bufs_[static_cast<int>(r)].stamp;
+  }
+  /// Bytes held over all roles.
+  [[nodiscard]] std::size_t bytes() const noexcept;
+  /// Frees every buffer.
+  void release() noexcept;
+  /// Frees the buffer of role `r`.
+  void release(role r) noexcept;
+
+private:
+  struct buf {
+    std::unique_ptr<void, void (*)(void*)> p{nullptr, std::free};
+    std::size_t n = 0;
+    std::uint64_t stamp = 0;
+  };
+  buf bufs_[static_cast<int>(role::count)];
+  std::uint64_t next_ = 0;
+};
+/// The calling thread's arena.
+scratch_arena& arena();
+/// Its bytes, and freeing it (for `shared_scratch_bytes()` and `release_shared_scratch()`).
+std::size_t arena_bytes() noexcept;
+void arena_release() noexcept;
 
 /// A primitive with its arguments bound once. Executing it goes to oneDNN's C API with the
 /// prepared argument list: the C++ wrapper's execute copies its argument map into a new vector on

@@ -2,6 +2,7 @@
 
 #include "common/environment.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -88,6 +89,9 @@ struct conv_engine::exec {
   // x for backward-weights, dy for backward-data. Empty where this exec reorders no such input.
   memory kept_in;
   bound prim_kept;
+  // Bytes of src_m, dst_m and wei_m: none is allocated here. Each call binds them to buffers
+  // the engine hands it (the thread's shared scratch, or the engine's kept copy of x).
+  std::size_t src_bytes = 0, dst_bytes = 0, wei_bytes = 0;
 
   exec(conv_job const& j, layout l) : lay(l) {
     auto& c = ctx();
@@ -146,16 +150,18 @@ struct conv_engine::exec {
     bool const dst_in = j.kind != conv_kind::forward;
     // source side
     if (isrc != j.usr_src) {
-      src_m = memory(isrc, c.eng);
+      src_m = memory(isrc, c.eng, DNNL_MEMORY_NONE);
+      src_bytes = isrc.get_size();
       r_src = src_in ? bound::reorder(usr_src, src_m) : bound::reorder(src_m, usr_src);
     }
     // destination side; backward-data may read a zero-extended dy
     extend = !j.dst_offset.empty();
     if (extend || idst != j.usr_dst) {
-      dst_m = memory(idst, c.eng);
+      dst_m = memory(idst, c.eng, DNNL_MEMORY_NONE);
+      dst_bytes = idst.get_size();
       if (extend) {
-        dst_sub = memory(idst.submemory_desc(j.usr_dst.dims(), j.dst_offset), c.eng,
-                         dst_m.get_data_handle());
+        dst_sub =
+            memory(idst.submemory_desc(j.usr_dst.dims(), j.dst_offset), c.eng, DNNL_MEMORY_NONE);
         r_dst = bound::reorder(usr_dst, dst_sub);
       } else {
         r_dst = dst_in ? bound::reorder(usr_dst, dst_m) : bound::reorder(dst_m, usr_dst);
@@ -163,13 +169,15 @@ struct conv_engine::exec {
     }
     // weights
     if (j.kind == conv_kind::backward_weights) {
-      wei_m = memory(iwei, c.eng);
+      wei_m = memory(iwei, c.eng, DNNL_MEMORY_NONE);
+      wei_bytes = iwei.get_size();
       plain_dw = memory(memory::desc(j.wei, dt::f32, weights_tag(nsp)), c.eng, DNNL_MEMORY_NONE);
       r_dw = bound::reorder(wei_m, plain_dw);
     } else {
       usr_wei = memory(j.usr_wei, c.eng, DNNL_MEMORY_NONE);
       if (iwei != j.usr_wei) {
-        wei_m = memory(iwei, c.eng);
+        wei_m = memory(iwei, c.eng, DNNL_MEMORY_NONE);
+        wei_bytes = iwei.get_size();
         r_wei = bound::reorder(usr_wei, wei_m);
       }
     }
@@ -207,10 +215,15 @@ struct conv_engine::exec {
   }
 
   // `kept`: the reordered input another exec left (see kept_in), or null to reorder it here.
-  void run(conv_job const& j, float* dw_plain, void* kept = nullptr) {
+  // `b`: where src_m, dst_m and wei_m live during this call (see buffers_for).
+  void run(conv_job const& j, float* dw_plain, void* kept, buffers const& b) {
     auto& c = ctx();
     usr_src.set_data_handle(j.src_ptr);
     usr_dst.set_data_handle(j.dst_ptr);
+    if (src_m) src_m.set_data_handle(b.src);
+    if (dst_m) dst_m.set_data_handle(b.dst);
+    if (dst_sub) dst_sub.set_data_handle(b.dst);
+    if (wei_m) wei_m.set_data_handle(b.wei);
     if (j.kind == conv_kind::forward) {
       usr_wei.set_data_handle(j.wei_ptr);
       if (r_src) r_src.execute(c.strm);
@@ -221,7 +234,7 @@ struct conv_engine::exec {
     } else {
       if (extend) {
         c.strm.wait();
-        std::memset(dst_m.get_data_handle(), 0, dst_m.get_desc().get_size());
+        std::memset(b.dst, 0, dst_bytes);
       }
       if (kept) kept_in.set_data_handle(kept);
       bool const dy_kept = kept && j.kind == conv_kind::backward_data;
@@ -317,12 +330,20 @@ void conv_engine::run(char const* op, conv_job const& job, float* dw_plain, bool
             cands.emplace_back();
             continue;
           }
-          runs.emplace_back(
-              [&job, &scratch_dw, e = cands.back().get(), k = kept_input(*cands.back(), job, h)] {
-                e->run(job, scratch_dw.data(), k);
-              });
+          // Candidates run on the shared scratch only: the kept copy of x is this engine's
+          // record of its last forward, which a candidate must not overwrite.
+          runs.emplace_back([this, h, &job, &scratch_dw, e = cands.back().get(),
+                             k = kept_input(*cands.back(), job, h)] {
+            // A candidate that cannot read the kept dy reorders its own into the spare
+            // role: the dst role holds the kept dy the others read.
+            bool const beside = h && job.kind == conv_kind::backward_data;
+            buffers b = buffers_for(*e, job, false, beside);
+            if (beside && !k && e->dst_bytes) b.dst = arena().get(role::spare, e->dst_bytes);
+            e->run(job, scratch_dw.data(), k, b);
+          });
         }
         std::vector<double> const secs = time_interleaved(runs);
+        arena().release(role::spare);
         for (std::size_t i = 0, r = 0; i < cands.size(); ++i) {
           char const* const name = name_of(all_layouts[i]);
           if (!cands[i]) {
@@ -356,16 +377,58 @@ conv_engine::held const* conv_engine::held_for(conv_job const& job, bool input_k
   if (!input_kept || job.kind == conv_kind::forward) return nullptr;
   bool const x = job.kind == conv_kind::backward_weights;
   held const& h = x ? held_x_ : held_dy_;
-  return h.ex && h.ptr == (x ? job.src_ptr : job.dst_ptr) ? &h : nullptr;
+  // dy lives in shared scratch: another engine's call since may have overwritten it.
+  bool const intact = x || h.stamp == arena().stamp(role::dst);
+  return h.ex && intact && h.ptr == (x ? job.src_ptr : job.dst_ptr) ? &h : nullptr;
 }
 
 void* conv_engine::kept_input(exec const& ex, conv_job const& job, held const* h) {
   if (!h) return nullptr;
   bool const x = job.kind == conv_kind::backward_weights;
   memory const& m = x ? h->ex->src_m : h->ex->dst_m;
-  return ex.can_read(x ? h->ex->usr_src : h->ex->usr_dst, m, x ? ex.usr_src : ex.usr_dst)
-             ? m.get_data_handle()
-             : nullptr;
+  return ex.can_read(x ? h->ex->usr_src : h->ex->usr_dst, m, x ? ex.usr_src : ex.usr_dst) ? h->data
+                                                                                          : nullptr;
+}
+
+conv_engine::buffers conv_engine::buffers_for(exec const& ex, conv_job const& job, bool keep_x,
+                                              bool dy_read_kept) {
+  scratch_arena& a = arena();
+  buffers b;
+  if (ex.src_bytes) {
+    if (keep_x && job.kind == conv_kind::forward) {
+      if (ex.src_bytes > kept_x_bytes_) {
+        kept_x_.reset();
+        kept_x_bytes_ = 0;
+        void* p = std::aligned_alloc(64, (ex.src_bytes + 63) / 64 * 64);
+        HALOX_REQUIRE(p != nullptr, errc::out_of_memory,
+                      "conv_forward_box (onednn): could not allocate " +
+                          std::to_string(ex.src_bytes) +
+                          " bytes to keep x for backward; turn kept reorders off");
+        kept_x_.reset(p);
+        kept_x_bytes_ = (ex.src_bytes + 63) / 64 * 64;
+      }
+      b.src = kept_x_.get();
+    } else {
+      b.src = a.get(role::src, ex.src_bytes);
+    }
+  }
+  // A backward-weights call's reordered dy stays in the dst role for the backward-data call
+  // after it, which then reads it there and takes no dst of its own (`dy_read_kept`); any other
+  // call taking the role ends what was kept (its stamp tells).
+  if (ex.dst_bytes && !dy_read_kept) b.dst = a.get(role::dst, ex.dst_bytes);
+  if (ex.wei_bytes) b.wei = a.get(role::wei, ex.wei_bytes);
+  return b;
+}
+
+std::size_t conv_engine::held_bytes() const noexcept { return kept_x_bytes_; }
+
+void conv_engine::keep_inputs(bool keep) noexcept {
+  keep_x_ = keep;
+  if (!keep) {
+    held_x_ = {};
+    kept_x_.reset();
+    kept_x_bytes_ = 0;
+  }
 }
 
 void conv_engine::forget(conv_kind kind) {
@@ -375,14 +438,18 @@ void conv_engine::forget(conv_kind kind) {
 
 void conv_engine::run_exec(exec& ex, conv_job const& job, float* dw_plain, bool input_kept) {
   void* const kept = kept_input(ex, job, held_for(job, input_kept));
-  ex.run(job, dw_plain, kept);
+  buffers const b =
+      buffers_for(ex, job, keep_x_, kept != nullptr && job.kind == conv_kind::backward_data);
+  ex.run(job, dw_plain, kept, b);
   if (kept) ++reused_;
-  // What this call left reordered for the next backward call to read (a forward's x, a
-  // backward-weights' dy); any other call of the same kind replaces it.
+  // What this call left reordered for the next backward call to read (a forward's x in this
+  // engine's kept copy, a backward-weights' dy in the shared dy_kept role, valid while that
+  // role's stamp is unchanged); any other call of the same kind replaces it.
   if (job.kind == conv_kind::forward)
-    held_x_ = ex.r_src ? held{&ex, job.src_ptr} : held{};
+    held_x_ = ex.r_src && keep_x_ ? held{&ex, job.src_ptr, b.src, 0} : held{};
   else if (job.kind == conv_kind::backward_weights)
-    held_dy_ = ex.r_dst && !ex.extend ? held{&ex, job.dst_ptr} : held{};
+    held_dy_ =
+        ex.r_dst && !ex.extend ? held{&ex, job.dst_ptr, b.dst, arena().stamp(role::dst)} : held{};
 }
 
 std::string conv_engine::describe() const {

@@ -9,6 +9,7 @@
 #include "ops/onednn/onednn_common.hpp"
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,9 +59,25 @@ public:
   void forget(conv_kind kind);
   /// One line per problem seen, and how many backward calls read a kept input.
   [[nodiscard]] std::string describe() const;
+  /// Whether a forward keeps its reordered x for the backward-weights call after it (true, the
+  /// default: one reorder fewer per backward, and one copy of x held between the calls).
+  /// false frees the copy held now.
+  void keep_inputs(bool keep) noexcept;
+  /// Bytes this engine holds between calls: the kept copy of x (the shared scratch is counted
+  /// by `arena()`).
+  [[nodiscard]] std::size_t held_bytes() const noexcept;
 
 private:
   struct exec;
+  // Where an exec's reordered src, dst and weights live during one call.
+  struct buffers {
+    void* src = nullptr;
+    void* dst = nullptr;
+    void* wei = nullptr;
+  };
+  // `keep_x`: a forward's src goes into the engine's kept copy instead of shared scratch;
+  // `dy_read_kept`: a backward-data call reads the dy kept in the dst role.
+  buffers buffers_for(exec const& ex, conv_job const& job, bool keep_x, bool dy_read_kept);
   struct plan;
   // Every field of a job that selects its plan (the readable key is built only for a new one).
   static void fingerprint_of(conv_job const& j, fingerprint& f);
@@ -79,9 +96,14 @@ private:
   struct held {
     exec const* ex = nullptr;
     void const* ptr = nullptr;
+    void* data = nullptr;    // the reordered copy
+    std::uint64_t stamp = 0; // dy: the dy_kept role's stamp when it was written
   };
   held held_x_, held_dy_;
   long reused_ = 0; // backward calls that read a kept input
+  bool keep_x_ = true;
+  std::unique_ptr<void, void (*)(void*)> kept_x_{nullptr, std::free};
+  std::size_t kept_x_bytes_ = 0;
 };
 
 } // namespace halox::ops::detail::onednn

@@ -233,6 +233,12 @@ public:
     fast_lrn_backward<float>(x, dy, dx, p);
     lrn_used_ = true;
   }
+  memory_use memory() const override {
+    memory_use m;
+    m.held_host = conv_.held_bytes() + pool_.held_bytes();
+    return m;
+  }
+  void keep_reorders(bool keep) override { conv_.keep_inputs(keep); }
   std::string describe() const override {
     return conv_.describe() + pool_.describe() +
            (lrn_used_ ? std::string("lrn: halox vectorised kernels (") + fast_lrn_isa() + ")\n"

@@ -99,8 +99,12 @@ struct pool_engine::plan {
   dnnl::pooling_v2_forward::primitive_desc fwd_pd;
   dnnl::pooling_v2_forward fwd;
   dnnl::pooling_v2_backward bwd;
-  memory src_m, dst_m, ws_m, dsrc_m, ddst_m; // dense scratch
+  // Dense copies of x, y, dx and dy, bound to the thread's shared scratch at each call
+  // (`bind_*`); ws_m, the winners, is the plan's own: forward keeps them for backward.
+  memory src_m, dst_m, ws_m, dsrc_m, ddst_m;
   bool backward = false;
+
+  [[nodiscard]] std::size_t held_bytes() const { return ws_m ? ws_m.get_desc().get_size() : 0; }
 
   plan(pool_geom const& g, pool_params const& p, bool for_backward, int nsp_) : nsp(nsp_) {
     using namespace dnnl;
@@ -117,8 +121,8 @@ struct pool_engine::plan {
     backward = for_backward;
     if (!for_backward || p.kind == pool_kind::max) {
       fwd = pooling_v2_forward(fwd_pd);
-      src_m = memory(src_md, c.eng);
-      dst_m = memory(dst_md, c.eng);
+      src_m = memory(src_md, c.eng, DNNL_MEMORY_NONE);
+      dst_m = memory(dst_md, c.eng, DNNL_MEMORY_NONE);
       if (for_backward) ws_m = memory(fwd_pd.workspace_desc(), c.eng);
     }
     if (for_backward) {
@@ -127,20 +131,50 @@ struct pool_engine::plan {
           c.eng, fwd_pd);
       impl = bpd.impl_info_str();
       bwd = pooling_v2_backward(bpd);
-      dsrc_m = memory(src_md, c.eng);
-      ddst_m = memory(dst_md, c.eng);
+      dsrc_m = memory(src_md, c.eng, DNNL_MEMORY_NONE);
+      ddst_m = memory(dst_md, c.eng, DNNL_MEMORY_NONE);
     }
   }
 };
 
 // One problem with one layout of the caller's views: the views as memories (their data pointers
 // set per call) and the reorders between them and the plan's dense buffers.
+//
+// A caller's view that already is the plan's dense layout (no halo, as a pooling input without
+// halos or a gradient) is bound to the primitive directly: no copy, no scratch. The others go
+// through the thread's shared scratch, bound at each call (`bind`).
 struct pool_engine::io {
   plan* pl = nullptr;
   memory usr_x, usr_y, usr_dy, usr_dx, sub;
   bound r_x, r_y, r_dy, r_dx, fwd, bwd;
   bool keeps = false; // a forward that keeps the winners (training mode, workspace bound)
+
+  // Binds the dense copies this io reorders through to shared scratch. The recomputed y of a
+  // backward takes the role dy takes after it: nothing reads y once the forward has run.
+  void bind(bool forward, bool backward) const {
+    scratch_arena& a = arena();
+    if (forward && r_x)
+      pl->src_m.set_data_handle(a.get(role::src, pl->src_m.get_desc().get_size()));
+    if (forward && (r_y || backward))
+      pl->dst_m.set_data_handle(a.get(role::dst, pl->dst_m.get_desc().get_size()));
+    if (backward && r_dy)
+      pl->ddst_m.set_data_handle(a.get(role::dst, pl->ddst_m.get_desc().get_size()));
+    if (backward && r_dx) {
+      pl->dsrc_m.set_data_handle(a.get(role::dsrc, pl->dsrc_m.get_desc().get_size()));
+      sub.set_data_handle(pl->dsrc_m.get_data_handle());
+    }
+  }
 };
+
+namespace {
+// `usr` as the primitive's argument where its view is the dense layout `dense`, else `dense`
+// (filled or emptied by a reorder `r`, made here).
+memory direct_or(memory const& usr, memory const& dense, bound& r, bool into_dense) {
+  if (usr.get_desc() == dense.get_desc()) return usr;
+  r = into_dense ? bound::reorder(usr, dense) : bound::reorder(dense, usr);
+  return dense;
+}
+} // namespace
 
 // The geometry of the current call, kept between calls so that its vectors are not allocated
 // again.
@@ -193,9 +227,9 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
       v->pl = found;
       v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);
       v->usr_y = memory(ymd, c.eng, DNNL_MEMORY_NONE);
-      v->r_x = bound::reorder(v->usr_x, v->pl->src_m);
-      v->r_y = bound::reorder(v->pl->dst_m, v->usr_y);
-      v->fwd = bound(v->pl->fwd, {{DNNL_ARG_SRC, v->pl->src_m}, {DNNL_ARG_DST, v->pl->dst_m}});
+      memory const src = direct_or(v->usr_x, v->pl->src_m, v->r_x, true);
+      memory const dst = direct_or(v->usr_y, v->pl->dst_m, v->r_y, false);
+      v->fwd = bound(v->pl->fwd, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
       if (v->keeps) v->fwd.add(DNNL_ARG_WORKSPACE, v->pl->ws_m);
       it = ios_.emplace(scratch_, std::move(v)).first;
     }
@@ -203,9 +237,10 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
     float const* const x0 = at(xb, g.src.lo);
     v.usr_x.set_data_handle(const_cast<float*>(x0));
     v.usr_y.set_data_handle(at(yb, ob.lo));
-    v.r_x.execute(c.strm);
+    v.bind(true, false);
+    if (v.r_x) v.r_x.execute(c.strm);
     v.fwd.execute(c.strm);
-    v.r_y.execute(c.strm);
+    if (v.r_y) v.r_y.execute(c.strm);
     c.strm.wait();
     if (v.keeps) kept_ = {v.pl, x0, xmd};
   } catch (dnnl::error const& e) {
@@ -281,14 +316,17 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
       v->pl = &pl;
       if (is_max) { // the winners of every window touching in_box, as oneDNN's workspace
         v->usr_x = memory(xmd, c.eng, DNNL_MEMORY_NONE);
-        v->r_x = bound::reorder(v->usr_x, pl.src_m);
+        memory const src = direct_or(v->usr_x, pl.src_m, v->r_x, true);
         v->fwd = bound(
-            pl.fwd,
-            {{DNNL_ARG_SRC, pl.src_m}, {DNNL_ARG_DST, pl.dst_m}, {DNNL_ARG_WORKSPACE, pl.ws_m}});
+            pl.fwd, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, pl.dst_m}, {DNNL_ARG_WORKSPACE, pl.ws_m}});
       }
       v->usr_dy = memory(dymd, c.eng, DNNL_MEMORY_NONE);
-      v->r_dy = bound::reorder(v->usr_dy, pl.ddst_m);
-      v->bwd = bound(pl.bwd, {{DNNL_ARG_DIFF_DST, pl.ddst_m}, {DNNL_ARG_DIFF_SRC, pl.dsrc_m}});
+      memory const ddst = direct_or(v->usr_dy, pl.ddst_m, v->r_dy, true);
+      // dx straight into the caller's view where it is the whole dense region.
+      v->usr_dx = memory(dxmd, c.eng, DNNL_MEMORY_NONE);
+      bool const dx_direct = rb.volume() == g.src.volume() && dxmd == pl.dsrc_m.get_desc();
+      v->bwd = bound(pl.bwd, {{DNNL_ARG_DIFF_DST, ddst},
+                              {DNNL_ARG_DIFF_SRC, dx_direct ? v->usr_dx : pl.dsrc_m}});
       if (is_max) v->bwd.add(DNNL_ARG_WORKSPACE, pl.ws_m);
       // dx on rb: the rb part of the region's gradient
       memory::dims dims{dxb.n, dxb.c}, offs{0, 0};
@@ -297,10 +335,10 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
         dims.push_back(rb.extent(d));
         offs.push_back(rb.lo[d] - g.src.lo[d]);
       }
-      v->sub = memory(pl.dsrc_m.get_desc().submemory_desc(dims, offs), c.eng,
-                      pl.dsrc_m.get_data_handle());
-      v->usr_dx = memory(dxmd, c.eng, DNNL_MEMORY_NONE);
-      v->r_dx = bound::reorder(v->sub, v->usr_dx);
+      if (!dx_direct) {
+        v->sub = memory(pl.dsrc_m.get_desc().submemory_desc(dims, offs), c.eng, DNNL_MEMORY_NONE);
+        v->r_dx = bound::reorder(v->sub, v->usr_dx);
+      }
       it = ios_.emplace(scratch_, std::move(v)).first;
     }
     io const& v = *it->second;
@@ -309,21 +347,29 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
       // The winners the last forward call found on these outputs of this x, or find them now.
       if (!(x_kept && kept_.pl == v.pl && kept_.x == x0 && kept_.xmd == xmd)) {
         kept_ = {}; // the plan's workspace is about to hold other winners
+        v.bind(true, true);
         v.usr_x.set_data_handle(const_cast<float*>(x0));
-        v.r_x.execute(c.strm);
+        if (v.r_x) v.r_x.execute(c.strm);
         v.fwd.execute(c.strm);
       }
     }
+    v.bind(false, true);
     v.usr_dy.set_data_handle(const_cast<float*>(at(dyb, ofp.lo)));
-    v.r_dy.execute(c.strm);
-    v.bwd.execute(c.strm);
+    if (v.r_dy) v.r_dy.execute(c.strm);
     v.usr_dx.set_data_handle(at(dxb, rb.lo));
-    v.r_dx.execute(c.strm);
+    v.bwd.execute(c.strm);
+    if (v.r_dx) v.r_dx.execute(c.strm);
     c.strm.wait();
   } catch (dnnl::error const& e) {
     rethrow(op, e);
   }
   return true;
+}
+
+std::size_t pool_engine::held_bytes() const {
+  std::size_t n = 0;
+  for (auto const& [key, pl] : plans_) n += pl->held_bytes();
+  return n;
 }
 
 std::string pool_engine::describe() const {

@@ -38,6 +38,8 @@ public:
                 block_ref<float> dx, box const& in_box, pool_params const& p, bool x_kept = false);
   /// One line per problem seen.
   [[nodiscard]] std::string describe() const;
+  /// Bytes held between calls: the winners kept for backward (oneDNN's workspaces).
+  [[nodiscard]] std::size_t held_bytes() const;
 
 private:
   struct plan;
