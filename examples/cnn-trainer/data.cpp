@@ -378,7 +378,7 @@ std::unique_ptr<dataset> open_dataset(std::string const& spec, std::vector<index
 }
 
 template <class T> void fill_batch(dataset& d, split s, std::vector<index_t> const& ids,
-                                   halox::tensor_desc const& desc, std::vector<T>& buf) {
+                                   halox::tensor_desc const& desc, T* buf) {
   halox::box const own = desc.owned_box();
   if (own.empty()) return;
   int const nd = desc.ndim();
@@ -400,7 +400,7 @@ template <class T> void fill_batch(dataset& d, split s, std::vector<index_t> con
     for (;;) {
       index_t p = base + (n - own.lo[0]) * st[0];
       for (int k = 1; k < nd - 1; ++k) p += i[k - 1] * st[k];
-      T* dst = buf.data() + p;
+      T* dst = buf + p;
       for (index_t x = 0; x < w; ++x) dst[x * sw] = static_cast<T>(src[x]);
       src += w;
       int k = nd - 3; // odometer over the dimensions before the last
@@ -431,8 +431,8 @@ void epoch_order(index_t n, std::uint64_t seed, int epoch, std::vector<index_t>&
 }
 
 template void fill_batch(dataset&, split, std::vector<index_t> const&, halox::tensor_desc const&,
-                         std::vector<float>&);
+                         float*);
 template void fill_batch(dataset&, split, std::vector<index_t> const&, halox::tensor_desc const&,
-                         std::vector<double>&);
+                         double*);
 
 } // namespace trainer

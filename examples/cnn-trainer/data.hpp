@@ -51,7 +51,7 @@ protected:
 /// Fills the owned block of `buf` (laid out as `desc`, [N, C, spatial...]) with the samples
 /// `ids[n]` of `s` for the owned batch positions n.
 template <class T> void fill_batch(dataset& d, split s, std::vector<halox::index_t> const& ids,
-                                   halox::tensor_desc const& desc, std::vector<T>& buf);
+                                   halox::tensor_desc const& desc, T* buf);
 
 /// The labels of the samples `ids[n]` for the batch positions n in [lo, hi), into `out`
 /// (reused: a step allocates nothing once it has held a batch).

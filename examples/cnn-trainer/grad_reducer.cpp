@@ -81,6 +81,7 @@ grad_reducer::grad_reducer(MPI_Comm comm, MPI_Datatype t, std::size_t t_size, st
   if (bucket_bytes_ == auto_bucket) bucket_bytes_ = default_bucket_bytes();
   for (stream* s : {&t_, &f64_}) {
     s->own.resize((s->total * s->size + sizeof(double) - 1) / sizeof(double));
+    bytes_ += s->own.size() * sizeof(double);
     s->data = reinterpret_cast<char*>(s->own.data());
   }
   std::size_t requests = 3;
@@ -101,6 +102,7 @@ void grad_reducer::open_shared() {
   MPI_Info_set(info, "alloc_shared_noncontig", "true"); // each segment in its rank's memory
   void* mine = nullptr;
   MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, info, comm_, &mine, &win_);
+  bytes_ += bytes;
   MPI_Info_free(&info);
   auto* own = new (mine) flags;
   for (flag* f : {&own->filled, &own->summed, &own->read}) // no reduction has reached any step

@@ -86,6 +86,8 @@ public:
   [[nodiscard]] bool shared() const noexcept { return win_ != MPI_WIN_NULL; }
   /// One line for --describe: the path and the bucket size in use.
   [[nodiscard]] std::string describe() const;
+  /// Bytes it holds on this rank: the packed values, or this rank's share of the shared window.
+  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 
 private:
   struct stream { // the members of one element type, packed one after another
@@ -105,6 +107,7 @@ private:
   struct flags {               // at the start of each rank's shared segment
     flag filled, summed, read; // the number of the last reduction that reached each step
   };
+  std::size_t bytes_ = 0;
   void start(stream& s, std::size_t n); // the all-reduce of s's next n packed values
   stream& of(bool in_double) { return in_double ? f64_ : t_; }
   void open_shared(); // the window, the slots and the flags

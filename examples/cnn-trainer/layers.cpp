@@ -138,6 +138,13 @@ public:
     post_sums(target_, c);
   }
   std::string tuned() const override { return op_.describe(); }
+  bool backward_reads_output() const override { return relu_; }
+  ops::memory_use memory() const override {
+    ops::memory_use m = op_.memory();
+    m.held_host += (sums_.capacity() + x64_.capacity() + dy64_.capacity()) * sizeof(double);
+    return m;
+  }
+  void keep_reorders(bool keep) override { op_.keep_reorders(keep); }
 
 private:
   static ops::dist_options options(build_options const& bo) {
@@ -177,6 +184,8 @@ public:
     c.times->add(op_.timings());
   }
   std::string tuned() const override { return op_.describe(); }
+  bool backward_reads_input() const override { return !avg_; }
+  ops::memory_use memory() const override { return op_.memory(); }
 
 private:
   static ops::pool_params params(layer_spec const& s) {
@@ -202,12 +211,13 @@ public:
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
     op_.set_training(c.training);
     auto& P = ps_.params;
+    // A recomputed forward leaves the running statistics as the first one left them.
+    T* const rm = c.recompute ? nullptr : P[lp_.running_mean].value.data();
+    T* const rv = c.recompute ? nullptr : P[lp_.running_var].value.data();
     if (relu_)
-      op_.forward_relu(x, y, P[lp_.gamma].value.data(), P[lp_.beta].value.data(),
-                       P[lp_.running_mean].value.data(), P[lp_.running_var].value.data());
+      op_.forward_relu(x, y, P[lp_.gamma].value.data(), P[lp_.beta].value.data(), rm, rv);
     else
-      op_.forward(x, y, P[lp_.gamma].value.data(), P[lp_.beta].value.data(),
-                  P[lp_.running_mean].value.data(), P[lp_.running_var].value.data());
+      op_.forward(x, y, P[lp_.gamma].value.data(), P[lp_.beta].value.data(), rm, rv);
     c.times->add(op_.timings());
   }
   bool fuse_relu() override {
@@ -231,6 +241,13 @@ public:
       op_.backward(x, dy, P[lp_.gamma].value.data(), d, P[lp_.gamma].grad.data(),
                    P[lp_.beta].grad.data());
     c.times->add(op_.timings());
+  }
+
+  bool backward_reads_output() const override { return relu_; }
+  ops::memory_use memory() const override {
+    ops::memory_use m = op_.memory();
+    m.held_host += scratch_.capacity() * sizeof(T);
+    return m;
   }
 
 private:
@@ -260,6 +277,8 @@ public:
     c.times->compute += now() - t0;
   }
 
+  ops::memory_use memory() const override { return op_.memory(); }
+
 private:
   tensor_desc desc_;
   ops::dist_relu<T> op_;
@@ -285,6 +304,7 @@ public:
     c.times->add(op_.timings());
   }
   std::string tuned() const override { return op_.describe(); }
+  ops::memory_use memory() const override { return op_.memory(); }
 
 private:
   ops::dist_lrn<T> op_;
@@ -304,6 +324,13 @@ public:
   void backward(tensor_view const&, tensor_view const&, tensor_view const& dy,
                 tensor_view const& dx, step_context const& c) override {
     if (dx.data) apply(dy, dx, c, false);
+  }
+
+  bool backward_reads_input() const override { return false; } // the mask only
+  ops::memory_use memory() const override {
+    ops::memory_use m;
+    m.held_host = keep_.capacity();
+    return m;
   }
 
 private:
@@ -380,9 +407,9 @@ public:
   void forward(tensor_view const& x, tensor_view const& y, step_context const& c) override {
     // The other output is read where it lies when it has this layer's blocks; otherwise it is
     // redistributed into other_ first.
-    T const* o = local_ ? src_.output->data() : other_.data();
+    T const* o = local_ ? *src_.output : other_.data();
     tensor_desc const& od = local_ ? *src_.desc : desc_;
-    if (!local_) move_->forward(src_.output->data(), other_.data(), *c.times);
+    if (!local_) move_->forward(*src_.output, other_.data(), *c.times);
     double const t0 = now();
     T const* a = static_cast<T const*>(x.data);
     T* b = static_cast<T*>(y.data);
@@ -401,13 +428,20 @@ public:
     T const* g = static_cast<T const*>(dy.data);
     if (dx.data && dx.data != dy.data) copy_owned(*dy.desc, g, *dx.desc, static_cast<T*>(dx.data));
     if (local_) {
-      add_owned(*dy.desc, g, *src_.desc, src_.grad->data());
+      add_owned(*dy.desc, g, *src_.desc, *src_.grad);
       c.times->compute += now() - t0;
       return;
     }
     copy_owned(*dy.desc, g, desc_, other_.data());
     c.times->compute += now() - t0;
-    move_->backward(other_.data(), src_.grad->data(), *c.times, /*accumulate=*/true);
+    move_->backward(other_.data(), *src_.grad, *c.times, /*accumulate=*/true);
+  }
+
+  bool backward_reads_input() const override { return false; }
+  ops::memory_use memory() const override {
+    ops::memory_use m;
+    m.held_host = other_.capacity() * sizeof(T) + (move_ ? move_->held_bytes() : 0);
+    return m;
   }
 
 private:
@@ -442,6 +476,8 @@ public:
     std::memcpy(dx.data, dy.data, static_cast<std::size_t>(in_.local_elements()) * sizeof(T));
     c.times->compute += now() - t0;
   }
+
+  bool backward_reads_input() const override { return false; }
 
 private:
   static std::vector<index_t> flat_shape(std::vector<index_t> const& s) {
@@ -500,6 +536,12 @@ public:
     double const t1 = now();
     if (dx.data) fc_backward_data(rows, F, O, DY, w.value.data(), static_cast<T*>(dx.data));
     c.times->compute += now() - t1;
+  }
+
+  ops::memory_use memory() const override {
+    ops::memory_use m;
+    m.held_host = sums_.capacity() * sizeof(double) + wt_.capacity() * sizeof(T);
+    return m;
   }
 
 private:

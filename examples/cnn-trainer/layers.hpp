@@ -9,6 +9,7 @@
 
 #include <halox/backend.hpp>
 #include <halox/grid.hpp>
+#include <halox/ops/provider.hpp>
 #include <halox/tensor_desc.hpp>
 
 #include <mpi.h>
@@ -79,6 +80,9 @@ struct step_context {
   bool exact_grads = false;
   /// Where the network adds each layer's time (--profile); null: not measured.
   layer_clock* clock = nullptr;
+  /// A forward run again during backward (a checkpointed segment): the same results, but no
+  /// lasting effect (batch norm leaves its running statistics alone).
+  bool recompute = false;
 };
 
 /// A layer of a network built for one batch size.
@@ -104,6 +108,16 @@ public:
   /// What the layer's operator measured and chose while training (overlap modes, kernel
   /// layouts, exchanges), for --describe; empty for layers that choose nothing.
   [[nodiscard]] virtual std::string tuned() const { return {}; }
+  /// Whether backward reads the forward's input x, and its output y: the network keeps a
+  /// buffer from forward to backward only where one does.
+  [[nodiscard]] virtual bool backward_reads_input() const { return true; }
+  [[nodiscard]] virtual bool backward_reads_output() const { return false; }
+  /// What the layer holds besides its input and output buffers (its operator's memory, its own
+  /// scratch), on this rank; sizes follow the calls made so far.
+  [[nodiscard]] virtual halox::ops::memory_use memory() const { return {}; }
+  /// Whether its operator may keep reordered copies from forward to backward
+  /// (dist_options::keep_reorders); layers that keep none ignore it.
+  virtual void keep_reorders(bool keep) { (void)keep; }
 };
 
 /// Buffers of another layer that a residual add reads and accumulates into (laid out as `desc`:
@@ -111,8 +125,8 @@ public:
 /// that output there directly).
 template <class T> struct skip_source {
   halox::tensor_desc const* desc = nullptr; ///< layout of `output` and `grad`
-  std::vector<T>* output = nullptr;         ///< its output (read in forward)
-  std::vector<T>* grad = nullptr;           ///< its extra gradient (accumulated in backward)
+  T* const* output = nullptr; ///< where its output lies (read in forward; placed by the network)
+  T* const* grad = nullptr;   ///< where its extra gradient lies (accumulated in backward)
 };
 
 /// How layers are built, beyond the model file.

@@ -10,6 +10,8 @@
 
 #include <mpi.h>
 
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -69,6 +71,10 @@ void report_error(std::string const& msg, bool every_rank, int rank) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // Buffers of a MiB or more come from mmap and go back to the system when freed: glibc would
+  // otherwise raise its threshold after the first such free and keep later ones in its heap,
+  // where a network rebuilt for another batch size leaves the pages of the old one resident.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   apply_threads(argc, argv);
   MPI_Init(&argc, &argv);
   int rank = 0;

@@ -1,5 +1,7 @@
 #include "network.hpp"
 
+#include "memory_plan.hpp"
+
 #include "balance.hpp"
 
 #include "grad_reducer.hpp"
@@ -10,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -115,17 +118,16 @@ std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, p
 template <class T>
 network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
                     std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo,
-                    std::vector<double> const& rank_weight)
+                    std::vector<double> const& rank_weight, memory_plan const& plan)
     : batch_(batch) {
   int nprocs = 0;
   MPI_Comm_size(grids.comm(), &nprocs);
   std::size_t const L = m.layers.size();
-  x_.resize(L);
-  y_.resize(L);
-  dx_.resize(L);
-  dy_.resize(L);
-  skip_grad_.resize(L);
+  where_.assign(5 * L, nullptr); // sized once: skip sources point into it
   skip_desc_.assign(L, nullptr);
+  skip_src_.assign(L, npos);
+  skip_first_.assign(L, npos);
+  skip_out_.assign(L, -1);
   is_skip_source_.assign(L, false);
   local_.assign(L, false);
   moves_.resize(L);
@@ -175,7 +177,10 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
       bool const chained = k + 1 < i ? local_[k + 1] : !fresh;
       skip_desc_[k] =
           chained ? (k + 1 < i ? &layers_[k + 1]->in_desc() : &in) : &layers_[k]->out_desc();
-      skip = {skip_desc_[k], chained ? &x_[k + 1] : &y_[k], &skip_grad_[k]};
+      skip = {skip_desc_[k], &where_[chained ? k + 1 : L + k], &where_[4 * L + k]};
+      skip_src_[i] = k;
+      skip_out_[k] = static_cast<int>(chained ? k + 1 : L + k);
+      skip_first_[k] = i; // adds come in order: the last one's backward runs first
     }
     layers_.push_back(make_layer<T>(l, static_cast<int>(i), in, ps, lp[i], grids, skip, bo));
     layer<T>& ly = *layers_.back();
@@ -189,16 +194,17 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
     prev = &ly.out_desc();
     shape = prev->shape();
   }
-  plan_buffers();
+  plan_slots();
+  set_plan(plan);
 }
 
 // Where consecutive layers share blocks, a layer writes its output straight into the next
 // layer's input buffer (in the next layer's layout, halos included) and the next layer writes
 // its dx straight into this layer's dy buffer: nothing is copied between them. Pointwise layers
 // (ReLU, dropout, residual add) run in place on the buffer they pass on, and a ReLU runs inside
-// a layer before it that can fuse it (batch norm, convolution). Every buffer is allocated here,
-// once per batch size.
-template <class T> void network<T>::plan_buffers() {
+// a layer before it that can fuse it (batch norm, convolution). Here each slot is given the
+// storage behind it; set_plan places the storages.
+template <class T> void network<T>::plan_slots() {
   std::size_t const L = layers_.size();
   in_place_.assign(L, false);
   fused_away_.assign(L, false);
@@ -215,104 +221,213 @@ template <class T> void network<T>::plan_buffers() {
   out_.assign(L, {});
   din_.assign(L, {});
   dout_.assign(L, {});
+  auto id = [](std::size_t v) { return static_cast<int>(v); };
   for (std::size_t i = L; i-- > 0;) {
     layer<T>& ly = *layers_[i];
-    out_[i] = i + 1 < L && local_[i + 1] ? in_[i + 1] : slot{&y_[i], &ly.out_desc()};
-    in_[i] = in_place_[i] ? out_[i] : slot{&x_[i], &ly.in_desc()};
+    out_[i] = i + 1 < L && local_[i + 1] ? in_[i + 1] : slot{id(L + i), &ly.out_desc()};
+    in_[i] = in_place_[i] ? out_[i] : slot{id(i), &ly.in_desc()};
   }
   for (std::size_t i = 0; i < L; ++i) {
     layer<T>& ly = *layers_[i];
-    if (i > 0) din_[i] = local_[i] ? dout_[i - 1] : slot{&dx_[i], &ly.in_desc()};
-    dout_[i] = in_place_[i] ? din_[i] : slot{&dy_[i], &ly.out_desc()};
+    if (i > 0) din_[i] = local_[i] ? dout_[i - 1] : slot{id(2 * L + i), &ly.in_desc()};
+    dout_[i] = in_place_[i] ? din_[i] : slot{id(3 * L + i), &ly.out_desc()};
   }
-  auto alloc = [](slot& s) {
-    if (s.buf && s.buf->empty())
-      s.buf->assign(static_cast<std::size_t>(s.desc->local_elements()), T(0));
-    if (s.buf) s.data = s.buf->data();
-  };
-  for (std::size_t i = 0; i < L; ++i) {
-    alloc(in_[i]);
-    alloc(out_[i]);
-    if (is_skip_source_[i])
-      skip_grad_[i].assign(static_cast<std::size_t>(skip_desc_[i]->local_elements()), T(0));
-  }
-  plan_gradients();
 }
 
-// The gradients are placed in one arena by lifetime, as a compiler assigns registers. Backward
-// runs layer L-1 down to 0; a gradient buffer is live from the step that writes it (the loss,
-// the layer after it, or the move between them) to the last step that reads it, and two
-// buffers whose lifetimes do not meet may share bytes. Placed largest first, each at the lowest
-// offset clear of every placed buffer it is live with: a chain of layers needs about two
-// activations' worth of gradients, where a buffer per layer needs all of them.
-template <class T> void network<T>::plan_gradients() {
+template <class T> std::vector<std::size_t> network<T>::storage_sizes() const {
   std::size_t const L = layers_.size();
-  struct life {
-    std::vector<T>* buf;
-    std::size_t n;
-    long first, last;
-    std::size_t at = 0;
-  };
-  std::vector<life> lives;
-  auto use = [&](slot const& s, long t) {
-    if (!s.buf) return;
-    for (life& l : lives)
-      if (l.buf == s.buf) {
-        l.first = std::min(l.first, t);
-        l.last = std::max(l.last, t);
-        return;
-      }
-    lives.push_back({s.buf, static_cast<std::size_t>(s.desc->local_elements()), t, t});
-  };
-  // Times: the loss at -1, layer i's backward at 2 (L-1-i), the move into layer i just after.
-  use(dout_[L - 1], -1);
-  for (std::size_t i = L; i-- > 0;) {
-    long const t = 2 * static_cast<long>(L - 1 - i);
-    use(dout_[i], t);
-    use(din_[i], t);
-    if (i > 0 && !local_[i]) {
-      use(din_[i], t + 1);
-      use(dout_[i - 1], t + 1);
-    }
-  }
-  std::vector<std::size_t> order(lives.size());
-  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return lives[a].n > lives[b].n; });
-  std::size_t const align = 64 / sizeof(T); // each buffer on its own cache line
-  auto round_up = [&](std::size_t n) { return (n + align - 1) / align * align; };
-  std::size_t total = 0;
-  grad_naive_ = 0;
-  std::vector<std::size_t> placed;
-  for (std::size_t k : order) {
-    life& l = lives[k];
-    grad_naive_ += l.n;
-    // Lowest offset clear of the placed buffers live at the same time.
-    std::vector<std::pair<std::size_t, std::size_t>> busy;
-    for (std::size_t p : placed) {
-      life const& o = lives[p];
-      if (o.first <= l.last && l.first <= o.last) busy.emplace_back(o.at, o.at + round_up(o.n));
-    }
-    std::sort(busy.begin(), busy.end());
-    std::size_t at = 0;
-    for (auto const& [lo, hi] : busy) {
-      if (at + round_up(l.n) <= lo) break;
-      at = std::max(at, hi);
-    }
-    l.at = at;
-    total = std::max(total, at + round_up(l.n));
-    placed.push_back(k);
-  }
-  grad_arena_.assign(total, T(0));
-  auto bind = [&](slot& s) {
-    if (!s.buf) return;
-    for (life const& l : lives)
-      if (l.buf == s.buf) s.data = grad_arena_.data() + l.at;
+  std::vector<std::size_t> n(5 * L, 0);
+  auto note = [&](slot const& s) {
+    if (s.id >= 0)
+      n[static_cast<std::size_t>(s.id)] =
+          static_cast<std::size_t>(s.desc->local_elements()) * sizeof(T);
   };
   for (std::size_t i = 0; i < L; ++i) {
-    bind(din_[i]);
-    bind(dout_[i]);
+    note(in_[i]);
+    note(out_[i]);
+    note(din_[i]);
+    note(dout_[i]);
+    if (is_skip_source_[i])
+      n[4 * L + i] = static_cast<std::size_t>(skip_desc_[i]->local_elements()) * sizeof(T);
   }
+  return n;
+}
+
+template <class T> std::vector<std::size_t> network<T>::segment_starts() const {
+  std::vector<std::size_t> r;
+  for (std::size_t i = 1; i < layers_.size(); ++i)
+    if (!in_place_[i] && !fused_away_[i] && kinds_[i] != "flatten" && kinds_[i] != "fc")
+      r.push_back(i);
+  return r;
+}
+
+// Forward: load, then each layer (after the move into it); the loss; backward: the segments
+// from the last, each one's forward run again first (but the last one's, whose activations
+// are still there), then its layers' backward from the top.
+template <class T>
+std::vector<typename network<T>::action> network<T>::schedule(memory_plan const& p) const {
+  std::size_t const L = layers_.size();
+  std::vector<action> s;
+  s.push_back({act::load, 0});
+  for (std::size_t i = 0; i < L; ++i) {
+    if (i > 0 && !local_[i]) s.push_back({act::move_fwd, i});
+    s.push_back({act::fwd, i});
+  }
+  s.push_back({act::loss, L - 1});
+  std::vector<std::size_t> starts{0};
+  for (std::size_t a : p.segments) starts.push_back(a);
+  for (std::size_t g = starts.size(); g-- > 0;) {
+    std::size_t const a = starts[g], b = g + 1 < starts.size() ? starts[g + 1] : L;
+    if (b < L)
+      for (std::size_t i = a; i < b; ++i) {
+        if (i > a && !local_[i]) s.push_back({act::move_fwd, i, true});
+        s.push_back({act::fwd, i, true});
+      }
+    for (std::size_t i = b; i-- > a;) {
+      if (is_skip_source_[i]) s.push_back({act::add_skip, i});
+      for (std::size_t k = 0; k < L; ++k)
+        if (skip_first_[k] == i) s.push_back({act::zero_skip, k});
+      s.push_back({act::bwd, i});
+      if (i > 0 && !local_[i]) s.push_back({act::move_bwd, i});
+    }
+  }
+  return s;
+}
+
+namespace {
+// The uses of the storages by the actions of a schedule, for place_buffers.
+struct use_list {
+  std::vector<buffer_use> v;
+  void add(int id, long t, bool writes) {
+    if (id >= 0) v.push_back({static_cast<std::size_t>(id), t, writes});
+  }
+};
+} // namespace
+
+template <class T> std::size_t network<T>::arena_bytes(memory_plan const& p) const {
+  return place(p).bytes;
+}
+
+template <class T> placement network<T>::place(memory_plan const& p) const {
+  std::vector<action> const s = schedule(p);
+  std::size_t const L = layers_.size();
+  use_list u;
+  for (std::size_t t = 0; t < s.size(); ++t) {
+    action const& a = s[t];
+    long const at = static_cast<long>(t);
+    std::size_t const i = a.layer;
+    switch (a.what) {
+    case act::load: u.add(in_[0].id, at, true); break;
+    case act::move_fwd:
+      u.add(out_[i - 1].id, at, false);
+      u.add(in_[i].id, at, true);
+      break;
+    case act::fwd:
+      if (fused_away_[i]) break;
+      u.add(in_[i].id, at, false);
+      u.add(out_[i].id, at, out_[i].id != in_[i].id);
+      if (skip_src_[i] != npos) {
+        u.add(skip_out_[skip_src_[i]], at, false);
+      }
+      break;
+    case act::loss:
+      u.add(out_[L - 1].id, at, false);
+      u.add(dout_[L - 1].id, at, true);
+      break;
+    case act::zero_skip: u.add(static_cast<int>(4 * L + i), at, true); break;
+    case act::add_skip:
+      u.add(static_cast<int>(4 * L + i), at, false);
+      u.add(dout_[i].id, at, false);
+      break;
+    case act::bwd:
+      if (fused_away_[i]) break;
+      u.add(dout_[i].id, at, false);
+      if (i > 0) u.add(din_[i].id, at, din_[i].id != dout_[i].id);
+      if (layers_[i]->backward_reads_input()) u.add(in_[i].id, at, false);
+      if (layers_[i]->backward_reads_output()) u.add(out_[i].id, at, false);
+      if (skip_src_[i] != npos) u.add(static_cast<int>(4 * L + skip_src_[i]), at, false);
+      break;
+    case act::move_bwd:
+      u.add(din_[i].id, at, false);
+      u.add(dout_[i - 1].id, at, true);
+      break;
+    }
+  }
+  return place_buffers(storage_sizes(), u.v);
+}
+
+template <class T> void network<T>::set_plan(memory_plan const& p) {
+  std::vector<std::size_t> const ok = segment_starts();
+  for (std::size_t k = 0; k < p.segments.size(); ++k)
+    HALOX_REQUIRE(std::find(ok.begin(), ok.end(), p.segments[k]) != ok.end() &&
+                      (k == 0 || p.segments[k - 1] < p.segments[k]),
+                  halox::errc::internal,
+                  "memory plan: layer " + std::to_string(p.segments[k]) +
+                      " cannot start a recomputed segment");
+  placement const pl = place(p);
+  std::size_t const bytes = pl.bytes;
+  plan_ = p;
+  std::vector<action> const s = schedule(p);
+  auto const mid =
+      std::find_if(s.begin(), s.end(), [](action const& a) { return a.what == act::loss; });
+  forward_.assign(s.begin(), mid);
+  backward_.assign(mid + 1, s.end());
+  arena_.assign(0, T(0));
+  arena_.shrink_to_fit(); // the old arena goes before the new one comes
+  arena_.assign(bytes / sizeof(T), T(0));
+  std::size_t const L = layers_.size();
+  std::vector<std::size_t> const n = storage_sizes();
+  act_bytes_ = grad_bytes_ = 0;
+  for (std::size_t k = 0; k < where_.size(); ++k) {
+    where_[k] = arena_.data() + pl.offset[k] / sizeof(T);
+    (k < 2 * L ? act_bytes_ : grad_bytes_) += n[k];
+  }
+  for (std::size_t i = 0; i < L; ++i)
+    for (slot* sl : {&in_[i], &out_[i], &din_[i], &dout_[i]})
+      if (sl->id >= 0) sl->data = where_[static_cast<std::size_t>(sl->id)];
+  for (std::size_t i = 0; i < L; ++i) layers_[i]->keep_reorders(keeps(i, p));
+}
+
+template <class T> bool network<T>::keeps(std::size_t i, memory_plan const& p) const {
+  return static_cast<std::size_t>(layers_[i]->in_desc().local_elements()) * sizeof(T) <=
+         p.keep_reorders;
+}
+
+template <class T> memory_plan network<T>::segmented(int k, std::size_t keep_reorders) const {
+  memory_plan p;
+  p.keep_reorders = keep_reorders;
+  std::vector<std::size_t> const ok = segment_starts();
+  if (k <= 1 || ok.empty()) return p;
+  // Activation bytes before each layer's input: the storages of the outputs so far.
+  std::vector<std::size_t> const n = storage_sizes();
+  std::size_t const L = layers_.size();
+  std::vector<double> before(L + 1, 0);
+  for (std::size_t i = 0; i < L; ++i) {
+    std::size_t b = i == 0 ? n[static_cast<std::size_t>(in_[0].id)] : 0;
+    if (out_[i].id >= 0 && !in_place_[i] && !fused_away_[i])
+      b += n[static_cast<std::size_t>(out_[i].id)];
+    before[i + 1] = before[i] + static_cast<double>(b);
+  }
+  for (int j = 1; j < k; ++j) {
+    double const target = before[L] * j / k;
+    std::size_t best = 0;
+    double gap = 1e300;
+    for (std::size_t a : ok)
+      if ((p.segments.empty() || a > p.segments.back()) && std::abs(before[a] - target) < gap)
+        gap = std::abs(before[a] - target), best = a;
+    if (best) p.segments.push_back(best);
+  }
+  return p;
+}
+
+template <class T> std::size_t network<T>::predict(memory_plan const& p) const {
+  step_memory const m = memory();
+  std::size_t ops = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    halox::ops::memory_use const u = layers_[i]->memory();
+    ops += u.total() - u.kept_reorders + (keeps(i, p) ? u.keepable_reorders : 0);
+  }
+  return arena_bytes(p) + ops + m.moves + m.shared;
 }
 
 namespace {
@@ -329,14 +444,46 @@ void tick(step_context const& c, std::size_t i, double t0, double c0, bool fwd) 
 }
 } // namespace
 
-template <class T> void network<T>::forward(step_context const& c) {
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
-    if (i > 0 && !local_[i]) moves_[i]->forward(out_[i - 1].data, in_[i].data, *c.times);
+template <class T> void network<T>::run(action const& a, step_context const& c) {
+  std::size_t const i = a.layer, L = layers_.size();
+  switch (a.what) {
+  case act::load:
+  case act::loss: break;
+  case act::move_fwd: moves_[i]->forward(out_[i - 1].data, in_[i].data, *c.times); break;
+  case act::fwd: {
+    if (fused_away_[i]) break;
     double const s0 = c.times->compute;
-    if (!fused_away_[i]) layers_[i]->forward(in_[i].view(), out_[i].view(), c);
+    layers_[i]->forward(in_[i].view(), out_[i].view(), c);
     c.times->split += c.times->compute - s0;
-    if (c.clock) tick(c, i, t0, c0, true);
+    break;
+  }
+  case act::zero_skip: {
+    T* g = where_[4 * L + i];
+    std::fill(g, g + skip_desc_[i]->local_elements(), T(0));
+    break;
+  }
+  case act::add_skip: {
+    double const t0 = now();
+    add_owned(*skip_desc_[i], where_[4 * L + i], *dout_[i].desc, dout_[i].data);
+    c.times->compute += now() - t0;
+    break;
+  }
+  case act::bwd: {
+    if (fused_away_[i]) break;
+    double const s0 = c.times->compute;
+    layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
+    c.times->split += c.times->compute - s0;
+    break;
+  }
+  case act::move_bwd: moves_[i]->backward(din_[i].data, dout_[i - 1].data, *c.times); break;
+  }
+}
+
+template <class T> void network<T>::forward(step_context const& c) {
+  for (action const& a : forward_) {
+    double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
+    run(a, c);
+    if (c.clock) tick(c, a.layer, t0, c0, true);
   }
 }
 
@@ -372,23 +519,81 @@ loss_sums network<T>::loss(std::vector<int> const& labels, step_context const& c
 }
 
 template <class T> void network<T>::backward(step_context const& c) {
-  for (auto& g : skip_grad_) std::fill(g.begin(), g.end(), T(0));
-  for (std::size_t i = layers_.size(); i-- > 0;) {
-    double const l0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
-    if (is_skip_source_[i]) {
-      double const t0 = now();
-      add_owned(*skip_desc_[i], skip_grad_[i].data(), *dout_[i].desc, dout_[i].data);
-      c.times->compute += now() - t0;
-    }
-    double const s0 = c.times->compute;
-    if (!fused_away_[i])
-      layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
-    c.times->split += c.times->compute - s0;
-    if (i > 0 && !local_[i]) moves_[i]->backward(din_[i].data, dout_[i - 1].data, *c.times);
+  step_context rc = c; // a segment's forward again
+  rc.recompute = true;
+  for (action const& a : backward_) {
+    double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
+    run(a, a.recompute ? rc : c);
     // The gradient buckets started so far move while the layers below compute.
-    if (c.grads) c.grads->progress(c.times->allreduce);
-    if (c.clock) tick(c, i, l0, c0, false);
+    if (c.grads && (a.what == act::bwd || a.what == act::move_bwd))
+      c.grads->progress(c.times->allreduce);
+    if (c.clock) tick(c, a.layer, t0, c0, false);
   }
+}
+
+template <class T> step_memory network<T>::memory() const {
+  step_memory m;
+  m.arena = arena_.size() * sizeof(T);
+  m.activations = act_bytes_;
+  m.gradients = grad_bytes_;
+  for (auto const& ly : layers_) {
+    halox::ops::memory_use const u = ly->memory();
+    m.operators += u.total();
+    m.kept_reorders += u.kept_reorders;
+    m.keepable_reorders += u.keepable_reorders;
+  }
+  for (auto const& mv : moves_)
+    if (mv) m.moves += mv->held_bytes();
+  halox::ops::shared_scratch const sh = halox::ops::shared_scratch_bytes();
+  m.shared = sh.host + sh.device;
+  m.shared_peak = sh.peak;
+  return m;
+}
+
+namespace {
+std::string mib(std::size_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+  return buf;
+}
+} // namespace
+
+template <class T> std::string network<T>::describe_memory() const {
+  std::ostringstream os;
+  std::size_t const L = layers_.size();
+  std::vector<std::size_t> const n = storage_sizes();
+  for (std::size_t i = 0; i < L; ++i) {
+    // A layer's activation: its output where it has a storage of its own (the next layer's
+    // input, or its own output buffer); the first layer also its input.
+    std::size_t act = 0;
+    if (i == 0) act += n[static_cast<std::size_t>(in_[0].id)];
+    if (out_[i].id >= 0 && !in_place_[i] && !fused_away_[i])
+      act += n[static_cast<std::size_t>(out_[i].id)];
+    std::size_t const grad = dout_[i].id >= 0 && !in_place_[i] && !fused_away_[i]
+                                 ? n[static_cast<std::size_t>(dout_[i].id)]
+                                 : 0;
+    halox::ops::memory_use const u = layers_[i]->memory();
+    os << "  " << i << " " << kinds_[i] << ": activation " << mib(act) << ", gradient " << mib(grad)
+       << ", operator " << mib(u.total());
+    if (u.kept_reorders) os << " (kept reorders " << mib(u.kept_reorders) << ")";
+    if (i > 0 && moves_[i]) os << ", move " << mib(moves_[i]->held_bytes());
+    os << "\n";
+  }
+  step_memory const m = memory();
+  os << "  activations and gradients: " << mib(m.arena)
+     << " placed by lifetime (one buffer each: " << mib(m.activations) << " + " << mib(m.gradients)
+     << ")";
+  if (!plan_.segments.empty()) {
+    os << "; recomputed segments start at layers";
+    for (std::size_t a : plan_.segments) os << " " << a;
+  }
+  os << "\n  operators " << mib(m.operators) << " (kept reorders " << mib(m.kept_reorders)
+     << (plan_.keep_reorders == 0 ? ", none kept"
+         : plan_.keep_reorders == static_cast<std::size_t>(-1)
+             ? ", all kept"
+             : ", kept for inputs up to " + mib(plan_.keep_reorders))
+     << "), moves " << mib(m.moves) << ", shared scratch " << mib(m.shared) << "\n";
+  return os.str();
 }
 
 template <class T> std::string network<T>::describe_tuned() const {

@@ -3,6 +3,7 @@
 // and the moves (local copies or redistributions) where consecutive layers lay out their
 // tensors differently. Forward, softmax + cross-entropy, backward.
 #include "layers.hpp"
+#include "memory_plan.hpp"
 #include "transfer.hpp"
 
 #include <memory>
@@ -24,6 +25,37 @@ struct loss_sums {
   double correct = 0; ///< samples whose arg-max is the label
 };
 
+/// How a network holds its step's memory: which layers' inputs are checkpoints of segments
+/// whose forward runs again during backward, and whether convolutions keep their reordered
+/// inputs from forward to backward.
+struct memory_plan {
+  /// The first layer of every segment after the first, ascending (each one a layer whose
+  /// forward leaves its input unchanged: `network::segment_starts()`). Empty: no recomputation,
+  /// every activation that backward reads is kept from forward.
+  std::vector<std::size_t> segments;
+  /// A convolution keeps its reordered input from forward to backward
+  /// (dist_options::keep_reorders) where that input takes at most this many bytes on this rank:
+  /// the copy saves one reorder per step, which matters on small maps, and costs a copy of the
+  /// input, which matters on large ones. 0: none keeps; SIZE_MAX: all do.
+  std::size_t keep_reorders = auto_keep;
+  /// What --keep-reorders auto keeps: inputs up to 4 MiB per rank.
+  static constexpr std::size_t auto_keep = std::size_t(4) << 20;
+};
+
+/// Bytes one rank uses for a step, by kind (see `network::memory`).
+struct step_memory {
+  std::size_t arena = 0;         ///< activations and gradients as placed by lifetime
+  std::size_t activations = 0;   ///< of which activation buffers, one allocation each
+  std::size_t gradients = 0;     ///< and gradient buffers, one allocation each
+  std::size_t operators = 0;     ///< held by the layers' operators between calls, and own scratch
+  std::size_t kept_reorders = 0; ///< of which reordered copies kept from forward to backward
+  std::size_t keepable_reorders = 0; ///< what they are with keep_reorders on
+  std::size_t moves = 0;             ///< redistribution workspaces between layers
+  std::size_t shared = 0;            ///< the operators' shared scratch (per thread, not per layer)
+  std::size_t shared_peak = 0;       ///< the most it held so far (first calls measure candidates)
+  [[nodiscard]] std::size_t total() const noexcept { return arena + operators + moves + shared; }
+};
+
 /// The layers of `m` built for batches of `batch` samples.
 template <class T> class network {
 public:
@@ -32,11 +64,11 @@ public:
   /// blocks.
   network(model_spec const& m, halox::index_t batch, param_store<T>& ps,
           std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo = {},
-          std::vector<double> const& rank_weight = {});
+          std::vector<double> const& rank_weight = {}, memory_plan const& plan = {});
   /// Layout of the input batch (its owned block is what this rank's data loader fills).
   [[nodiscard]] halox::tensor_desc const& input_desc() const { return layers_[0]->in_desc(); }
-  /// The input buffer (laid out as `input_desc()`).
-  [[nodiscard]] std::vector<T>& input() { return x_[0]; }
+  /// The input buffer (laid out as `input_desc()`, `input_desc().local_elements()` values).
+  [[nodiscard]] T* input() { return in_[0].data; }
   /// Layout of the class scores [N, classes] (sample-parallel).
   [[nodiscard]] halox::tensor_desc const& logits_desc() const { return layers_.back()->out_desc(); }
   /// Runs every layer forward.
@@ -45,8 +77,9 @@ public:
   /// the loss is the mean over the `batch` samples of the whole batch, so the gradient of the
   /// logits is (softmax - one-hot) / batch. Returns this rank's sums.
   loss_sums loss(std::vector<int> const& labels, step_context const& c);
-  /// Runs every layer backward from the gradient `loss` left; parameter gradients land in the
-  /// store as this rank's partial sums, listed in `c.bucket` for the step to sum.
+  /// Runs every layer backward from the gradient `loss` left (recomputing the forward of each
+  /// checkpointed segment first); parameter gradients land in the store as this rank's partial
+  /// sums, listed in `c.bucket` for the step to sum.
   void backward(step_context const& c);
   /// One line per layer: kind, strategy grid, input and output shape, moves.
   [[nodiscard]] std::string describe() const;
@@ -57,25 +90,58 @@ public:
   [[nodiscard]] std::vector<std::string> const& kinds() const noexcept { return kinds_; }
   /// Global batch size.
   [[nodiscard]] halox::index_t batch() const noexcept { return batch_; }
-  /// Elements of the gradient arena, and what the gradients would take with a buffer each.
-  [[nodiscard]] std::size_t gradient_elements() const noexcept { return grad_arena_.size(); }
-  [[nodiscard]] std::size_t gradient_elements_unplanned() const noexcept { return grad_naive_; }
+
+  /// The plan in force.
+  [[nodiscard]] memory_plan const& plan() const noexcept { return plan_; }
+  /// Switches to `p`: the step's buffers are placed again (their content is lost: call between
+  /// steps) and the convolutions told whether to keep reorders. Not collective; every rank
+  /// must switch to the same plan before the next step.
+  void set_plan(memory_plan const& p);
+  /// Layers a segment may start at: where recomputing from the layer's input reproduces the
+  /// forward (a layer that does not update its input in place), after the first layer.
+  [[nodiscard]] std::vector<std::size_t> segment_starts() const;
+  /// The arena bytes plan `p` would take on this rank (pure arithmetic).
+  [[nodiscard]] std::size_t arena_bytes(memory_plan const& p) const;
+  /// `k` segments (k - 1 of them recomputed) whose starts split the activations into parts of
+  /// about equal bytes; fewer where the network has fewer places to start one.
+  [[nodiscard]] memory_plan segmented(int k, std::size_t keep_reorders) const;
+  /// What a step would take on this rank under plan `p`: its arena exactly, the operators as
+  /// measured by the calls so far (kept reorders as `p` says), moves and shared scratch.
+  [[nodiscard]] std::size_t predict(memory_plan const& p) const;
+  /// This rank's memory now, by kind (operator sizes follow the calls made so far).
+  [[nodiscard]] step_memory memory() const;
+  /// Per layer: its activation bytes (its output, or its input for the first layer), the
+  /// gradient of its output, and what its operator holds, one line each, then the totals.
+  [[nodiscard]] std::string describe_memory() const;
 
 private:
-  // A buffer and the layout it is read and written with. `buf` names the storage behind it
-  // (an activation vector, or a gradient whose place in the gradient arena `data` is).
+  // A buffer and the layout it is read and written with; `id` names the storage behind it
+  // (several slots share one where layers chain or run in place), -1 none.
   struct slot {
-    std::vector<T>* buf = nullptr;
+    int id = -1;
     halox::tensor_desc const* desc = nullptr;
     T* data = nullptr;
     [[nodiscard]] halox::tensor_view view() const {
-      return buf ? halox::tensor_view(*desc, data,
+      return id >= 0
+                 ? halox::tensor_view(*desc, data,
                                       static_cast<std::size_t>(desc->local_elements()) * sizeof(T))
                  : halox::tensor_view{};
     }
   };
-  void plan_buffers();
-  void plan_gradients();
+  // One step of the schedule that forward and backward run, and that places the buffers.
+  enum class act { load, move_fwd, fwd, loss, zero_skip, add_skip, bwd, move_bwd };
+  struct action {
+    act what;
+    std::size_t layer;
+    bool recompute = false;
+  };
+  void plan_slots();
+  [[nodiscard]] std::vector<action> schedule(memory_plan const& p) const;
+  [[nodiscard]] std::vector<std::size_t> storage_sizes() const;
+  [[nodiscard]] placement place(memory_plan const& p) const;
+  void run(action const& a, step_context const& c);
+  // Whether layer i keeps reorders under plan p.
+  [[nodiscard]] bool keeps(std::size_t i, memory_plan const& p) const;
 
   halox::index_t batch_;
   std::vector<std::unique_ptr<layer<T>>> layers_;
@@ -84,15 +150,21 @@ private:
   std::vector<bool> in_place_;   // layer i reads and writes one buffer (pointwise layers)
   std::vector<bool> fused_away_; // layer i (a ReLU) runs inside layer i-1
   std::vector<slot> in_, out_, dout_, din_; // x, y, dy and dx of each layer
-  // Storage behind the slots: x_[i] layer i's input, y_[i] its output where it is moved by a
-  // redistribution (or is the logits). dy_[i] / dx_[i] name the gradients likewise, but stay
-  // empty: the gradients live in `grad_arena_`, placed by their lifetimes (plan_gradients).
-  std::vector<std::vector<T>> x_, y_, dx_, dy_, skip_grad_;
-  std::vector<T> grad_arena_;
-  std::size_t grad_naive_ = 0; // elements the gradients would take, one buffer each
+  // Storages, by id: 0..L-1 layer i's input, L.. its output where it is not the next layer's
+  // input, 2L.. dx where moved, 3L.. dy, 4L.. the gradient a residual add sends back to layer
+  // i. All live in `arena_`, placed by lifetime; `where_[id]` is a storage's address.
+  std::vector<T> arena_;
+  std::vector<T*> where_;
   std::vector<halox::tensor_desc const*> skip_desc_; // layout of a skip source's output
   std::vector<bool> is_skip_source_;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> skip_src_;   // of an add layer: the layer whose output it adds
+  std::vector<std::size_t> skip_first_; // of a skip source: the add whose backward feeds it first
+  std::vector<int> skip_out_;           // of a skip source: the storage of its output
   std::vector<std::string> kinds_;
+  memory_plan plan_;
+  std::vector<action> forward_, backward_;     // the schedule in force
+  std::size_t act_bytes_ = 0, grad_bytes_ = 0; // one allocation per storage
 };
 
 } // namespace trainer

@@ -24,6 +24,29 @@ long to_long(std::string const& opt, std::string const& v, long min) {
   return x;
 }
 
+// A byte count with an optional K, M, G or T suffix (powers of 1024).
+std::size_t to_bytes(std::string const& opt, std::string const& v) {
+  char* end = nullptr;
+  double const x = std::strtod(v.c_str(), &end);
+  std::string const suf = end ? end : "";
+  double mul = 1;
+  if (suf == "K" || suf == "KiB")
+    mul = 1024.0;
+  else if (suf == "M" || suf == "MiB")
+    mul = 1024.0 * 1024;
+  else if (suf == "G" || suf == "GiB")
+    mul = 1024.0 * 1024 * 1024;
+  else if (suf == "T" || suf == "TiB")
+    mul = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suf.empty())
+    mul = -1;
+  if (v.empty() || end == v.c_str() || mul < 0 || !(x > 0) || x * mul > 1e18)
+    bad(opt + " " + v +
+        ": expected a positive size in bytes, optionally with K, M, G or T "
+        "(e.g. 2G)");
+  return static_cast<std::size_t>(x * mul);
+}
+
 // A --grad-reduce value.
 std::string checked_grad_reduce(std::string const& v) {
   if (v != "auto" && v != "shared" && v != "mpi")
@@ -117,6 +140,15 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --backend NAME        how halo exchanges and redistributions move data: a host backend
                         (mpi_pack, mpi_persistent, ucx, cma, ..., auto: measure at build
                         time)                                   [ucx if built with UCX, else mpi_pack]
+  --max-memory BYTES    what each rank may use for training (parameters, gradients, momentum,
+                        activations, operator buffers; K, M, G suffixes): kept reorders are
+                        dropped and segments recomputed in backward until the step fits; an
+                        error on every rank when nothing fits                [no budget]
+  --segments N          recompute the forward of all but the last of N segments during
+                        backward (activation checkpointing); 1: none     [as --max-memory says]
+  --keep-reorders auto|on|off
+                        convolutions keep their reordered inputs from forward to backward
+                        (faster backward, one more copy of each input)           [auto: on]
   --help                this text
 )";
 }
@@ -163,7 +195,15 @@ options parse_options(std::vector<std::string> const& args) {
       {"--expect-accuracy",
        [&](auto const& v) { o.expect_accuracy = to_double("--expect-accuracy", v, 0, 1); }},
       {"--rtol", [&](auto const& v) { o.rtol = to_double("--rtol", v, 0, 1); }},
-      {"--backend", [&](auto const& v) { o.backend = checked_backend(v); }}};
+      {"--backend", [&](auto const& v) { o.backend = checked_backend(v); }},
+      {"--max-memory", [&](auto const& v) { o.max_memory = to_bytes("--max-memory", v); }},
+      {"--segments",
+       [&](auto const& v) { o.segments = static_cast<int>(to_long("--segments", v, 1)); }},
+      {"--keep-reorders", [&](auto const& v) {
+         if (v != "auto" && v != "on" && v != "off")
+           bad("--keep-reorders " + v + ": use auto, on or off");
+         o.keep_reorders = v;
+       }}};
   std::map<std::string, bool*> const flags{{"--deterministic", &o.deterministic},
                                            {"--debug-print", &o.debug_print},
                                            {"--describe", &o.describe},

@@ -1,6 +1,7 @@
 #pragma once
 // Command-line options of halox-train. Parsing is pure and runs identically on every rank, so
 // a bad option makes every rank stop with the same message.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +51,16 @@ struct options {
   /// How halo exchanges, gathers and redistributions move data: a host backend's name, checked
   /// to be available in this build (default: ucx where halox was built with UCX, else mpi_pack).
   std::string backend = default_backend();
+  /// Bytes each rank may use for training (parameters, their gradients and momentum, the
+  /// step's activations and gradients, the operators' buffers and scratch); 0: no budget. The
+  /// trainer then drops kept reorders and recomputes checkpointed segments as needed.
+  std::size_t max_memory = 0;
+  /// Split the network into this many segments, all but the last recomputed in backward (1:
+  /// none); 0: as --max-memory decides.
+  int segments = 0;
+  /// Convolutions keep their reordered inputs from forward to backward: on, off, or auto (on
+  /// unless --max-memory needs the bytes).
+  std::string keep_reorders = "auto";
   bool help = false;        ///< print usage
   bool list_models = false; ///< print the built-in models
 };

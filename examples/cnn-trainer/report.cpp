@@ -111,9 +111,10 @@ void reporter::step(step_record const& r, long total_steps, double eta_s) {
     std::fprintf(json_.get(),
                  "{\"step\": %ld, \"epoch\": %d, \"loss\": %.17g, \"accuracy\": %.6g, "
                  "\"images_per_s\": %.6g, \"time_s\": %.6g, \"compute_s\": %.6g, \"halo_s\": %.6g, "
-                 "\"shuffle_s\": %.6g, \"allreduce_s\": %.6g}\n",
+                 "\"shuffle_s\": %.6g, \"allreduce_s\": %.6g, \"memory_peak_bytes\": %zu, "
+                 "\"memory_predicted_bytes\": %zu}\n",
                  r.step, r.epoch, r.loss, r.accuracy, r.images_per_s, r.time, p.compute, p.halo,
-                 p.shuffle, p.allreduce);
+                 p.shuffle, p.allreduce, r.memory_peak, r.memory_predicted);
     wrote();
   }
   if (r.step % o_.print_every == 0 || r.step == total_steps)

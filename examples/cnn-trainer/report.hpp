@@ -27,6 +27,9 @@ struct step_record {
   double images_per_s = 0; ///< batch size / step time
   double time = 0;         ///< wall time of the step
   phase_times phases;      ///< this rank's breakdown
+  /// With --log-json, rank 0's: the peak resident memory's growth since before the
+  /// parameters were made, and what the accounting predicts (bytes).
+  std::size_t memory_peak = 0, memory_predicted = 0;
 };
 
 /// Sums over an epoch.

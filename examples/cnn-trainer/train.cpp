@@ -1,5 +1,7 @@
 #include "train.hpp"
 
+#include "budget.hpp"
+
 #include "balance.hpp"
 #include "checkpoint.hpp"
 #include "data.hpp"
@@ -44,9 +46,26 @@ template <class T> MPI_Datatype mpi_type() { return sizeof(T) == 4 ? MPI_FLOAT :
 // the least recently used goes, on every rank alike.
 template <class T> class network_cache {
 public:
+  // `keep`: networks kept at most (a budget keeps one: each holds its step's buffers).
   network_cache(model_spec const& m, param_store<T>& ps, std::vector<layer_params> const& lp,
-                grid_cache& g, build_options const& bo, balancer const& bal)
-      : m_(m), ps_(ps), lp_(lp), g_(g), bo_(bo), bal_(bal) {}
+                grid_cache& g, build_options const& bo, balancer const& bal, std::size_t keep)
+      : m_(m), ps_(ps), lp_(lp), g_(g), bo_(bo), bal_(bal), kept_(keep) {}
+  // Every network, and those built later, hold their step's memory as `p` says.
+  void set_plan(memory_plan const& p) {
+    plan_ = p;
+    for (auto& e : nets_) e.net->set_plan(p);
+  }
+  // What the networks kept hold on this rank (the shared scratch once); `peak`: with the
+  // shared scratch at the most it has held.
+  [[nodiscard]] std::size_t bytes(bool peak = false) const {
+    std::size_t b = 0, shared = 0;
+    for (auto const& e : nets_) {
+      step_memory const m = e.net->memory();
+      b += m.total() - m.shared;
+      shared = peak ? m.shared_peak : m.shared;
+    }
+    return b + shared;
+  }
   network<T>& get(index_t n) {
     ++clock_;
     std::vector<double> const& w = bal_.weights();
@@ -54,12 +73,12 @@ public:
     for (auto& e : nets_)
       if (e.batch == n && e.weight == w) hit = &e;
     if (!hit) {
-      if (nets_.size() >= kept) { // the least recently used goes
+      if (nets_.size() >= kept_) { // the least recently used goes
         auto lru = std::min_element(nets_.begin(), nets_.end(),
                                     [](entry const& a, entry const& b) { return a.used < b.used; });
         nets_.erase(lru);
       }
-      nets_.push_back({n, w, 0, std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_, w)});
+      nets_.push_back({n, w, 0, std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_, w, plan_)});
       hit = &nets_.back();
     }
     hit->used = clock_;
@@ -67,7 +86,6 @@ public:
   }
 
 private:
-  static constexpr std::size_t kept = 8;
   struct entry {
     index_t batch;
     std::vector<double> weight;
@@ -80,6 +98,8 @@ private:
   grid_cache& g_;
   build_options bo_;
   balancer const& bal_;
+  std::size_t kept_;
+  memory_plan plan_;
   std::vector<entry> nets_;
   unsigned long clock_ = 0;
 };
@@ -130,6 +150,8 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                                    : m.spatial_dims() == 3 ? "synthetic3d"
                                                            : "synthetic";
   auto data = open_dataset(dataset_spec, m.input, m.classes, o.train_size, o.test_size);
+  // What training allocates from here on is what --max-memory and the reported peak count.
+  process_memory const base = read_process_memory();
   param_store<T> ps;
   std::vector<layer_params> const lp = make_params(m, o.seed, ps);
   // Every rank initialised the same values from the seed; broadcasting rank 0's makes that a
@@ -144,7 +166,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   bo.deterministic = o.deterministic;
   bo.exchange = halox::backend_from_string(o.backend);
   balancer bal(o.balance, size); // throws on every rank alike for a bad --balance
-  network_cache<T> nets(m, ps, lp, grids, bo, bal);
+  network_cache<T> nets(m, ps, lp, grids, bo, bal, o.max_memory ? 1 : 8);
   sgd const opt{o.lr, o.momentum, o.weight_decay};
 
   index_t const ntrain = data->size(split::train);
@@ -177,6 +199,14 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                      : o.grad_reduce == "mpi"  ? reduce_path::mpi
                                                : reduce_path::automatic);
   if (o.describe) out.text(grads.describe() + "\n");
+  // Parameters, their gradients and momentum, and the reducer's buffers: what every plan holds.
+  std::size_t fixed = grads.bytes();
+  for (auto const& p : ps.params)
+    fixed += (p.value.capacity() + p.grad.capacity() + p.velocity.capacity()) * sizeof(T);
+  memory_budget<T> const budget(o, fixed, world);
+  nets.set_plan(budget.initial(first));
+  if (o.describe && (o.max_memory || !first.plan().segments.empty()))
+    out.text(budget.describe(first.plan()) + "\n");
 
   int status = 0;
   try {
@@ -219,6 +249,9 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       network<T>& net = nets.get(static_cast<index_t>(ids.size()));
       last_batch = static_cast<index_t>(ids.size());
       loss_sums l = run_batch(net, *data, split::train, ids, c);
+      // After the first step the operators' buffers are known: the budget picks the plan that
+      // needs the least recomputation and fits on every rank (collective), used from the next.
+      bool const replan = o.max_memory && s == first_step;
       double const tw = now();
       std::fill(v.begin(), v.end(), 0.0);
       v[0] = l.loss;
@@ -244,6 +277,12 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       double const to = now();
       opt.step(ps);
       t.compute += now() - to;
+      if (replan) {
+        process_memory const pm = read_process_memory();
+        memory_plan const p = budget.choose(net, pm.rss > base.rss ? pm.rss - base.rss : 0);
+        nets.set_plan(p);
+        out.text(budget.describe(p) + "\n");
+      }
       double const dt = now() - t0;
       if (c.clock) clock.step += dt, ++clock.steps;
       step_record r{s + 1,
@@ -253,6 +292,11 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                     static_cast<double>(ids.size()) / dt,
                     dt,
                     t};
+      if (!o.log_json.empty() && rank == 0) { // this rank's memory, no collective
+        process_memory const pm = read_process_memory();
+        r.memory_peak = pm.peak > base.rss ? pm.peak - base.rss : 0;
+        r.memory_predicted = fixed + nets.bytes(true);
+      }
       ep.add(r, static_cast<double>(ids.size()));
       double const avg = (now() - t_start) / static_cast<double>(s + 1 - first_step);
       MPI_Pcontrol(0); // the step's record and progress line are output, not the step
@@ -279,7 +323,18 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     if (o.profile) out.profile(clock, kinds, world);
     // What the operators measured and chose, once they have. Rank 0's: the overlap modes are
     // the same on every rank. Collective (a network not kept any more is built again).
-    if (o.describe) out.text_root(nets.get(last_batch).describe_tuned());
+    if (o.describe) {
+      network<T>& last = nets.get(last_batch);
+      out.text_root(last.describe_tuned());
+      // This rank's memory as accounted, and the process's peak growth since before training.
+      process_memory const pm = read_process_memory();
+      out.text_root("memory on this rank:\n" + last.describe_memory() +
+                    "  parameters, gradients, momentum and gradient sums " + mib(fixed) +
+                    "\n  predicted peak " + mib(fixed + nets.bytes(true)) + ", measured peak " +
+                    mib(pm.peak > base.rss ? pm.peak - base.rss : 0) + ", resident now " +
+                    mib(pm.rss > base.rss ? pm.rss - base.rss : 0) +
+                    " (growth since before the parameters)\n");
+    }
     if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
       out.text("expected a test accuracy of at least " + std::to_string(100 * o.expect_accuracy) +
                "% but reached " + std::to_string(100 * last_test_accuracy) + "%: FAILED\n");

@@ -3,6 +3,7 @@
 #include <halox/error.hpp>
 #include <halox/ops/provider.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -120,6 +121,7 @@ namespace halox::ops {
 #ifdef HALOX_OPS_ONEDNN
 namespace detail::onednn {
 std::size_t arena_bytes() noexcept;
+std::size_t arena_peak() noexcept;
 void arena_release() noexcept;
 } // namespace detail::onednn
 #endif
@@ -128,9 +130,14 @@ shared_scratch shared_scratch_bytes() noexcept {
   shared_scratch s;
   s.host = detail::shared_workspace_bytes(false);
   s.device = detail::shared_workspace_bytes(true);
+  std::size_t arena_peak = 0;
 #ifdef HALOX_OPS_ONEDNN
   s.host += detail::onednn::arena_bytes();
+  arena_peak = detail::onednn::arena_peak();
 #endif
+  // The workspaces only grow; the arena's peak is its own.
+  s.peak = std::max(s.host + s.device, detail::shared_workspace_bytes(false) +
+                                           detail::shared_workspace_bytes(true) + arena_peak);
   return s;
 }
 

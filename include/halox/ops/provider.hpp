@@ -85,6 +85,12 @@ struct memory_use {
   std::size_t call_host = 0;
   /// The same in device memory.
   std::size_t call_device = 0;
+  /// Of the held bytes, host or device: reordered copies kept from forward to backward, which
+  /// `keep_reorders(false)` frees (at the cost of reordering again in backward).
+  std::size_t kept_reorders = 0;
+  /// What `kept_reorders` is with keep_reorders on (the same number then): what turning it on
+  /// would cost. Not part of `total()`.
+  std::size_t keepable_reorders = 0;
 
   /// Everything, host and device.
   [[nodiscard]] std::size_t total() const noexcept {
@@ -96,6 +102,8 @@ struct memory_use {
     held_device += o.held_device;
     call_host += o.call_host;
     call_device += o.call_device;
+    kept_reorders += o.kept_reorders;
+    keepable_reorders += o.keepable_reorders;
     return *this;
   }
 };
@@ -108,6 +116,9 @@ struct memory_use {
 struct shared_scratch {
   std::size_t host = 0;   ///< host memory
   std::size_t device = 0; ///< device memory
+  /// The most host plus device memory it held at once so far: a problem's first calls measure
+  /// candidate layouts whose buffers may be larger than the chosen one's, and release them.
+  std::size_t peak = 0;
 };
 /// The calling thread's shared scratch now.
 [[nodiscard]] shared_scratch shared_scratch_bytes() noexcept;

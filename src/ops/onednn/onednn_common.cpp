@@ -1,5 +1,9 @@
 #include "ops/onednn/onednn_common.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+
 #include <algorithm>
 
 namespace halox::ops::detail::onednn {
@@ -9,23 +13,32 @@ context& ctx() {
   return c;
 }
 
+// Large buffers come straight from mmap, so that a buffer given back returns its pages to the
+// system at once (the allocator's heap may keep them once its threshold has grown).
 void* scratch_arena::get(role r, std::size_t bytes) {
   buf& b = bufs_[static_cast<int>(r)];
   if (bytes > b.n) {
-    b.p.reset();
-    b.n = 0;
-    std::size_t const n = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, n);
-    if (p == nullptr)
+    drop(b);
+    std::size_t const n = (bytes + 4095) / 4096 * 4096;
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
       throw halox::error(
           errc::out_of_memory,
           "oneDNN provider: could not allocate " + std::to_string(n) +
               " bytes of scratch; use smaller blocks (more ranks) or a smaller batch");
-    b.p.reset(p);
+    b.p = p;
     b.n = n;
+    peak_ = std::max(peak_, this->bytes());
   }
   b.stamp = ++next_;
-  return b.p.get();
+  return b.p;
+}
+
+void scratch_arena::drop(buf& b) noexcept {
+  if (b.p) munmap(b.p, b.n);
+  b.p = nullptr;
+  b.n = 0;
+  b.stamp = ++next_;
 }
 
 std::size_t scratch_arena::bytes() const noexcept {
@@ -35,19 +48,10 @@ std::size_t scratch_arena::bytes() const noexcept {
 }
 
 void scratch_arena::release() noexcept {
-  for (buf& b : bufs_) {
-    b.p.reset();
-    b.n = 0;
-    b.stamp = ++next_;
-  }
+  for (buf& b : bufs_) drop(b);
 }
 
-void scratch_arena::release(role r) noexcept {
-  buf& b = bufs_[static_cast<int>(r)];
-  b.p.reset();
-  b.n = 0;
-  b.stamp = ++next_;
-}
+void scratch_arena::release(role r) noexcept { drop(bufs_[static_cast<int>(r)]); }
 
 scratch_arena& arena() {
   thread_local scratch_arena a;
@@ -55,6 +59,7 @@ scratch_arena& arena() {
 }
 
 std::size_t arena_bytes() noexcept { return arena().bytes(); }
+std::size_t arena_peak() noexcept { return arena().peak(); }
 void arena_release() noexcept { arena().release(); }
 
 tag plain_tag(int nsp) { return nsp == 1 ? tag::ncw : nsp == 2 ? tag::nchw : tag::ncdhw; }

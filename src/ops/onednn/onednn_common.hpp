@@ -40,6 +40,7 @@ enum class role {
   wei,   ///< weights or their gradient in a primitive's layout
   dsrc,  ///< pooling's dx before it is copied into the caller's view
   spare, ///< the dst of a candidate measured beside a kept dy (freed after measuring)
+  pad,   ///< a primitive's own scratchpad (user-managed, so that it is shared and counted)
   count
 };
 
@@ -65,6 +66,9 @@ public:
   }
   /// Bytes held over all roles.
   [[nodiscard]] std::size_t bytes() const noexcept;
+  /// The most bytes held at once so far (the first calls of a problem measure candidate
+  /// layouts, whose buffers may be larger than the chosen one's).
+  [[nodiscard]] std::size_t peak() const noexcept { return peak_; }
   /// Frees every buffer.
   void release() noexcept;
   /// Frees the buffer of role `r`.
@@ -72,17 +76,24 @@ public:
 
 private:
   struct buf {
-    std::unique_ptr<void, void (*)(void*)> p{nullptr, std::free};
+    void* p = nullptr;
     std::size_t n = 0;
     std::uint64_t stamp = 0;
   };
+  void drop(buf& b) noexcept;
   buf bufs_[static_cast<int>(role::count)];
   std::uint64_t next_ = 0;
+  std::size_t peak_ = 0;
+
+public:
+  ~scratch_arena() { release(); }
 };
 /// The calling thread's arena.
 scratch_arena& arena();
-/// Its bytes, and freeing it (for `shared_scratch_bytes()` and `release_shared_scratch()`).
+/// Its bytes, its peak, and freeing it (for `shared_scratch_bytes()` and
+/// `release_shared_scratch()`).
 std::size_t arena_bytes() noexcept;
+std::size_t arena_peak() noexcept;
 void arena_release() noexcept;
 
 /// A primitive with its arguments bound once. Executing it goes to oneDNN's C API with the

@@ -2,6 +2,7 @@
 
 #include "common/environment.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -91,6 +92,8 @@ struct conv_engine::exec {
   bound prim_kept;
   // Bytes of src_m, dst_m and wei_m: none is allocated here. Each call binds them to buffers
   // the engine hands it (the thread's shared scratch, or the engine's kept copy of x).
+  memory pad_m; // the primitive's scratchpad, bound to the arena's pad role at each call
+  std::size_t pad_bytes = 0;
   std::size_t src_bytes = 0, dst_bytes = 0, wei_bytes = 0;
 
   exec(conv_job const& j, layout l) : lay(l) {
@@ -112,7 +115,13 @@ struct conv_engine::exec {
       po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
       attr.set_post_ops(po);
     }
+    // Each primitive's scratchpad (im2col buffers, per-thread reductions) comes from the shared
+    // arena: oneDNN's own would be one more buffer per primitive, outside any account.
+    attr.set_scratchpad_mode(scratchpad_mode::user);
+    primitive_attr pad_attr;
+    pad_attr.set_scratchpad_mode(scratchpad_mode::user);
     convolution_forward::primitive_desc fwd_pd(fwd_desc, attr, c.eng);
+    memory::desc pad_md;
     memory::desc isrc, iwei, idst;
     dnnl::primitive p;
     if (j.kind == conv_kind::forward) {
@@ -121,12 +130,14 @@ struct conv_engine::exec {
       isrc = fwd_pd.src_desc();
       iwei = fwd_pd.weights_desc();
       idst = fwd_pd.dst_desc();
+      pad_md = fwd_pd.scratchpad_desc();
     } else if (j.kind == conv_kind::backward_data) {
       convolution_backward_data::primitive_desc pd(
           convolution_backward_data::desc(algorithm::convolution_direct, src_md, wany, dst_md,
                                           j.stride, j.dil, j.pl, j.pr),
-          c.eng, fwd_pd);
+          pad_attr, c.eng, fwd_pd);
       p = convolution_backward_data(pd);
+      pad_md = pd.scratchpad_desc();
       impl = pd.impl_info_str();
       isrc = pd.diff_src_desc();
       iwei = pd.weights_desc();
@@ -135,8 +146,9 @@ struct conv_engine::exec {
       convolution_backward_weights::primitive_desc pd(
           convolution_backward_weights::desc(algorithm::convolution_direct, src_md, wany, dst_md,
                                              j.stride, j.dil, j.pl, j.pr),
-          c.eng, fwd_pd);
+          pad_attr, c.eng, fwd_pd);
       p = convolution_backward_weights(pd);
+      pad_md = pd.scratchpad_desc();
       impl = pd.impl_info_str();
       isrc = pd.src_desc();
       iwei = pd.diff_weights_desc();
@@ -194,6 +206,11 @@ struct conv_engine::exec {
       prim =
           bound(p, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_DIFF_WEIGHTS, wei_m}});
     }
+    pad_bytes = pad_md.get_size();
+    if (pad_bytes) {
+      pad_m = memory(pad_md, c.eng, DNNL_MEMORY_NONE);
+      prim.add(DNNL_ARG_SCRATCHPAD, pad_m);
+    }
     if (j.kind == conv_kind::backward_weights && r_src) {
       kept_in = memory(isrc, c.eng, DNNL_MEMORY_NONE);
       prim_kept = bound(
@@ -203,6 +220,7 @@ struct conv_engine::exec {
       prim_kept = bound(
           p, {{DNNL_ARG_DIFF_DST, kept_in}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, src}});
     }
+    if (pad_bytes && prim_kept) prim_kept.add(DNNL_ARG_SCRATCHPAD, pad_m);
   }
 
   // Whether `from`'s reordered input `from_m` can stand for the input this exec reorders from
@@ -224,6 +242,7 @@ struct conv_engine::exec {
     if (dst_m) dst_m.set_data_handle(b.dst);
     if (dst_sub) dst_sub.set_data_handle(b.dst);
     if (wei_m) wei_m.set_data_handle(b.wei);
+    if (pad_bytes) pad_m.set_data_handle(arena().get(role::pad, pad_bytes));
     if (j.kind == conv_kind::forward) {
       usr_wei.set_data_handle(j.wei_ptr);
       if (r_src) r_src.execute(c.strm);
@@ -343,7 +362,9 @@ void conv_engine::run(char const* op, conv_job const& job, float* dw_plain, bool
           });
         }
         std::vector<double> const secs = time_interleaved(runs);
-        arena().release(role::spare);
+        // The candidates sized the shared buffers for every layout tried; the chosen one's
+        // calls size them again for what they need.
+        arena().release();
         for (std::size_t i = 0, r = 0; i < cands.size(); ++i) {
           char const* const name = name_of(all_layouts[i]);
           if (!cands[i]) {
@@ -445,6 +466,8 @@ void conv_engine::run_exec(exec& ex, conv_job const& job, float* dw_plain, bool 
   // What this call left reordered for the next backward call to read (a forward's x in this
   // engine's kept copy, a backward-weights' dy in the shared dy_kept role, valid while that
   // role's stamp is unchanged); any other call of the same kind replaces it.
+  if (job.kind == conv_kind::forward && ex.r_src)
+    want_x_bytes_ = std::max(want_x_bytes_, (ex.src_bytes + 63) / 64 * 64);
   if (job.kind == conv_kind::forward)
     held_x_ = ex.r_src && keep_x_ ? held{&ex, job.src_ptr, b.src, 0} : held{};
   else if (job.kind == conv_kind::backward_weights)

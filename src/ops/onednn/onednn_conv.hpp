@@ -66,6 +66,9 @@ public:
   /// Bytes this engine holds between calls: the kept copy of x (the shared scratch is counted
   /// by `arena()`).
   [[nodiscard]] std::size_t held_bytes() const noexcept;
+  /// What `held_bytes()` is (or would be) with kept inputs: the largest reordered x of the
+  /// forward calls seen.
+  [[nodiscard]] std::size_t keepable_bytes() const noexcept { return want_x_bytes_; }
 
 private:
   struct exec;
@@ -104,6 +107,7 @@ private:
   bool keep_x_ = true;
   std::unique_ptr<void, void (*)(void*)> kept_x_{nullptr, std::free};
   std::size_t kept_x_bytes_ = 0;
+  std::size_t want_x_bytes_ = 0; // the kept copy's size, kept or not
 };
 
 } // namespace halox::ops::detail::onednn

@@ -235,7 +235,9 @@ public:
   }
   memory_use memory() const override {
     memory_use m;
-    m.held_host = conv_.held_bytes() + pool_.held_bytes();
+    m.kept_reorders = conv_.held_bytes();
+    m.keepable_reorders = conv_.keepable_bytes();
+    m.held_host = m.kept_reorders + pool_.held_bytes();
     return m;
   }
   void keep_reorders(bool keep) override { conv_.keep_inputs(keep); }

@@ -103,6 +103,7 @@ struct pool_engine::plan {
   // (`bind_*`); ws_m, the winners, is the plan's own: forward keeps them for backward.
   memory src_m, dst_m, ws_m, dsrc_m, ddst_m;
   bool backward = false;
+  std::size_t fwd_pad = 0, bwd_pad = 0; // scratchpad bytes of the primitives
 
   [[nodiscard]] std::size_t held_bytes() const { return ws_m ? ws_m.get_desc().get_size() : 0; }
 
@@ -112,11 +113,14 @@ struct pool_engine::plan {
     tag const t = plain_tag(nsp);
     memory::desc const src_md(g.src_dims, dt::f32, t), dst_md(g.dst_dims, dt::f32, t);
     algorithm const alg = algorithm_of(p);
+    primitive_attr attr; // scratchpads from the shared arena (see onednn_conv.cpp)
+    attr.set_scratchpad_mode(scratchpad_mode::user);
     fwd_pd = pooling_v2_forward::primitive_desc(
         pooling_v2_forward::desc(for_backward ? prop_kind::forward_training
                                               : prop_kind::forward_inference,
                                  alg, src_md, dst_md, g.stride, g.kernel, g.dil, g.pl, g.pr),
-        c.eng);
+        attr, c.eng);
+    fwd_pad = fwd_pd.scratchpad_desc().get_size();
     impl = fwd_pd.impl_info_str();
     backward = for_backward;
     if (!for_backward || p.kind == pool_kind::max) {
@@ -128,7 +132,8 @@ struct pool_engine::plan {
     if (for_backward) {
       pooling_v2_backward::primitive_desc bpd(
           pooling_v2_backward::desc(alg, src_md, dst_md, g.stride, g.kernel, g.dil, g.pl, g.pr),
-          c.eng, fwd_pd);
+          attr, c.eng, fwd_pd);
+      bwd_pad = bpd.scratchpad_desc().get_size();
       impl = bpd.impl_info_str();
       bwd = pooling_v2_backward(bpd);
       dsrc_m = memory(src_md, c.eng, DNNL_MEMORY_NONE);
@@ -149,10 +154,25 @@ struct pool_engine::io {
   bound r_x, r_y, r_dy, r_dx, fwd, bwd;
   bool keeps = false; // a forward that keeps the winners (training mode, workspace bound)
 
+  memory fwd_pad_m, bwd_pad_m; // the primitives' scratchpads
+  void add_pads() {
+    auto& c = ctx();
+    if (pl->fwd_pad && fwd && !fwd_pad_m) {
+      fwd_pad_m = memory(pl->fwd_pd.scratchpad_desc(), c.eng, DNNL_MEMORY_NONE);
+      fwd.add(DNNL_ARG_SCRATCHPAD, fwd_pad_m);
+    }
+    if (pl->bwd_pad && bwd && !bwd_pad_m) {
+      bwd_pad_m = memory(memory::desc({static_cast<memory::dim>(pl->bwd_pad)}, dt::u8, tag::a),
+                         c.eng, DNNL_MEMORY_NONE);
+      bwd.add(DNNL_ARG_SCRATCHPAD, bwd_pad_m);
+    }
+  }
   // Binds the dense copies this io reorders through to shared scratch. The recomputed y of a
   // backward takes the role dy takes after it: nothing reads y once the forward has run.
   void bind(bool forward, bool backward) const {
     scratch_arena& a = arena();
+    if (forward && fwd_pad_m) fwd_pad_m.set_data_handle(a.get(role::pad, pl->fwd_pad));
+    if (backward && bwd_pad_m) bwd_pad_m.set_data_handle(a.get(role::pad, pl->bwd_pad));
     if (forward && r_x)
       pl->src_m.set_data_handle(a.get(role::src, pl->src_m.get_desc().get_size()));
     if (forward && (r_y || backward))
@@ -230,6 +250,7 @@ bool pool_engine::forward(const_block_ref<float> x, dims const& in_extent, block
       memory const src = direct_or(v->usr_x, v->pl->src_m, v->r_x, true);
       memory const dst = direct_or(v->usr_y, v->pl->dst_m, v->r_y, false);
       v->fwd = bound(v->pl->fwd, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+      v->add_pads();
       if (v->keeps) v->fwd.add(DNNL_ARG_WORKSPACE, v->pl->ws_m);
       it = ios_.emplace(scratch_, std::move(v)).first;
     }
@@ -335,6 +356,7 @@ bool pool_engine::backward(const_block_ref<float> x, const_block_ref<float> dy,
         dims.push_back(rb.extent(d));
         offs.push_back(rb.lo[d] - g.src.lo[d]);
       }
+      v->add_pads();
       if (!dx_direct) {
         v->sub = memory(pl.dsrc_m.get_desc().submemory_desc(dims, offs), c.eng, DNNL_MEMORY_NONE);
         v->r_dx = bound::reorder(v->sub, v->usr_dx);
