@@ -71,8 +71,18 @@ bound::bound(dnnl::primitive p, std::initializer_list<std::pair<int, memory>> ar
   for (auto const& [arg, m] : args) add(arg, m);
 }
 
+// A reorder's scratchpad, like a primitive's, comes from the shared arena at each execution.
 bound bound::reorder(memory const& from, memory const& to) {
-  return bound(dnnl::reorder(from, to), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::reorder::primitive_desc pd(from, to, attr);
+  bound b(dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  b.pad_bytes_ = pd.scratchpad_desc().get_size();
+  if (b.pad_bytes_) {
+    b.pad_ = memory(pd.scratchpad_desc(), from.get_engine(), DNNL_MEMORY_NONE);
+    b.add(DNNL_ARG_SCRATCHPAD, b.pad_);
+  }
+  return b;
 }
 
 void bound::add(int arg, memory const& m) {
@@ -81,6 +91,7 @@ void bound::add(int arg, memory const& m) {
 }
 
 void bound::execute(dnnl::stream const& s) const {
+  if (pad_bytes_) pad_.set_data_handle(arena().get(role::rpad, pad_bytes_));
   dnnl::error::wrap_c_api(
       dnnl_primitive_execute(prim_.get(), s.get(), static_cast<int>(args_.size()), args_.data()),
       "could not execute a primitive");

@@ -41,6 +41,7 @@ enum class role {
   dsrc,  ///< pooling's dx before it is copied into the caller's view
   spare, ///< the dst of a candidate measured beside a kept dy (freed after measuring)
   pad,   ///< a primitive's own scratchpad (user-managed, so that it is shared and counted)
+  rpad,  ///< a reorder's scratchpad (apart from pad: a reorder runs between binding and use)
   count
 };
 
@@ -116,6 +117,8 @@ private:
   dnnl::primitive prim_;
   std::vector<memory> held_; // keeps the handles in args_ alive
   std::vector<dnnl_exec_arg_t> args_;
+  memory pad_; // a reorder's scratchpad, bound to the arena at each execution
+  std::size_t pad_bytes_ = 0;
 };
 
 /// Plain (NC + spatial, row-major) and channels-last tags for `nsp` spatial dimensions.

@@ -1,0 +1,149 @@
+// What the distributed operators say they use (memory(), shared_scratch_bytes()) against what
+// the process's resident memory grows by while they run. Its own process (the other suites
+// would leave scratch and pages behind), one rank, problems of tens of MiB so that the
+// libraries' own code is a small part of the growth.
+#include <halox/grid.hpp>
+#include <halox/ops/distributed.hpp>
+
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <mpi.h>
+
+#include <cstddef>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace ops = halox::ops;
+using halox::index_t;
+using halox::tensor_desc;
+using halox::tensor_view;
+
+std::size_t resident() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  std::size_t kb = 0;
+  while (f >> key)
+    if (key == "VmRSS:" && f >> kb) return kb * 1024;
+  return 0;
+}
+
+constexpr std::size_t MiB = std::size_t(1) << 20;
+
+// Pages of `n` floats, touched.
+std::vector<float> touched(tensor_desc const& d) {
+  return std::vector<float>(static_cast<std::size_t>(d.local_elements()), 0.5f);
+}
+
+// Large blocks from mmap, given back when freed (glibc would otherwise keep the pages of
+// transient buffers, such as a matrix product's packing, in its heap): the growth is then what
+// is held, as in halox-train, which sets the same.
+struct big_blocks_returned {
+  big_blocks_returned() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
+} const returned;
+
+bool sanitized() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return true;
+#endif
+#endif
+  return false;
+}
+
+// The growth matches the account: within a tenth of it, plus what the kernels' generated code
+// and the libraries' caches take (a few MiB).
+void expect_accounted(std::size_t grown, std::size_t accounted, char const* what) {
+  double const slack = 0.10 * static_cast<double>(accounted) + 6.0 * MiB;
+  EXPECT_NEAR(static_cast<double>(grown), static_cast<double>(accounted), slack)
+      << what << ": resident memory grew by " << grown / MiB << " MiB, the operator accounts for "
+      << accounted / MiB << " MiB";
+}
+
+TEST(OpsMemory, ConvolutionAccountsForWhatItHolds) {
+  if (sanitized()) GTEST_SKIP() << "a sanitizer's shadow memory is resident too";
+  if (!ops::provider_built(ops::compute_provider::onednn))
+    GTEST_SKIP() << "the reference kernels keep nothing between calls";
+  halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
+  tensor_desc const xd(g, {8, 32, 128, 128}, halox::dtype::float32);
+  ops::conv_params p;
+  p.pad_lo = p.pad_hi = {1, 1};
+  std::vector<index_t> const ws{32, 32, 3, 3};
+  std::size_t const r0 = resident();
+  ops::dist_conv<float> op(xd, ws, p);
+  std::vector<float> x = touched(op.input_desc()), y = touched(op.output_desc()),
+                     dy = touched(op.output_desc()), dx = touched(op.input_desc()),
+                     w(32 * 32 * 9, 0.01f), dw(w.size());
+  std::size_t const mine =
+      (x.size() + y.size() + dy.size() + dx.size() + w.size() + dw.size()) * sizeof(float);
+  ops::shared_scratch const s0 = ops::shared_scratch_bytes();
+  for (int i = 0; i < 2; ++i) {
+    op.forward(tensor_view(op.input_desc(), x), {w.data(), ws}, nullptr,
+               tensor_view(op.output_desc(), y));
+    op.backward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), dy), {w.data(), ws},
+                tensor_view(op.input_desc(), dx), {dw.data(), ws}, nullptr);
+  }
+  std::size_t const grown = resident() - r0 - mine;
+  ops::memory_use const m = op.memory();
+  ops::shared_scratch const s1 = ops::shared_scratch_bytes();
+  std::size_t const shared = s1.host + s1.device - s0.host - s0.device;
+  expect_accounted(grown, m.total() + shared, "dist_conv forward and backward");
+  // The kept copy of x is x itself in another layout: about its size.
+  std::size_t const xb = x.size() * sizeof(float);
+  EXPECT_EQ(m.kept_reorders, m.keepable_reorders);
+  if (m.kept_reorders) {
+    EXPECT_GE(m.kept_reorders, xb * 9 / 10);
+    // Dropping it gives its pages back.
+    std::size_t const before = resident();
+    op.keep_reorders(false);
+    EXPECT_EQ(op.memory().kept_reorders, 0u);
+    EXPECT_NEAR(static_cast<double>(before - resident()), static_cast<double>(m.kept_reorders),
+                0.1 * static_cast<double>(m.kept_reorders) + MiB);
+  }
+}
+
+TEST(OpsMemory, MaxPoolingKeepsCompactWinners) {
+  if (sanitized()) GTEST_SKIP() << "a sanitizer's shadow memory is resident too";
+  halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
+  tensor_desc const xd(g, {8, 32, 128, 128}, halox::dtype::float32);
+  ops::pool_params p;
+  p.kind = ops::pool_kind::max;
+  p.kernel = p.stride = {2, 2};
+  std::size_t const r0 = resident();
+  ops::dist_pool<float> op(xd, p);
+  std::vector<float> x = touched(op.input_desc()), y = touched(op.output_desc()),
+                     dy = touched(op.output_desc()), dx = touched(op.input_desc());
+  std::size_t const mine = (x.size() + y.size() + dy.size() + dx.size()) * sizeof(float);
+  ops::shared_scratch const s0 = ops::shared_scratch_bytes();
+  for (int i = 0; i < 2; ++i) {
+    op.forward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), y));
+    op.backward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), dy),
+                tensor_view(op.input_desc(), dx));
+  }
+  std::size_t const grown = resident() - r0 - mine;
+  ops::memory_use const m = op.memory();
+  ops::shared_scratch const s1 = ops::shared_scratch_bytes();
+  std::size_t const shared = s1.host + s1.device - s0.host - s0.device;
+  expect_accounted(grown, m.total() + shared, "dist_pool forward and backward");
+  // Winners, not copies of x: at most an int per output.
+  EXPECT_LE(m.held_host, y.size() * sizeof(int) + MiB);
+}
+
+TEST(OpsMemory, BatchNormHoldsPerChannelValuesOnly) {
+  halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
+  tensor_desc const xd(g, {8, 32, 64, 64}, halox::dtype::float32);
+  ops::dist_batch_norm<float> op(xd);
+  std::vector<float> x = touched(xd), y = touched(xd), dy = touched(xd), dx = touched(xd);
+  std::vector<float> gamma(32, 1.f), beta(32, 0.f), rm(32, 0.f), rv(32, 1.f), dg(32), db(32);
+  op.forward(tensor_view(xd, x), tensor_view(xd, y), gamma.data(), beta.data(), rm.data(),
+             rv.data());
+  op.backward(tensor_view(xd, x), tensor_view(xd, dy), gamma.data(), tensor_view(xd, dx), dg.data(),
+              db.data());
+  EXPECT_LE(op.memory().total(), 64u * 1024u); // a few arrays of C values
+}
+
+} // namespace
