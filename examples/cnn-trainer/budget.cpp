@@ -22,6 +22,12 @@ process_memory read_process_memory() {
   return m;
 }
 
+bool reset_peak_memory() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  return static_cast<bool>(f.flush());
+}
+
 std::string mib(std::size_t bytes) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));

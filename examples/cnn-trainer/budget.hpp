@@ -20,6 +20,9 @@ struct process_memory {
   std::size_t rss = 0, peak = 0;
 };
 [[nodiscard]] process_memory read_process_memory();
+/// Resets the high-water mark to the resident memory now (Linux: /proc/self/clear_refs), so that
+/// a later peak measures what came after; false where the system does not allow it.
+bool reset_peak_memory();
 
 /// "12.34 MiB".
 [[nodiscard]] std::string mib(std::size_t bytes);

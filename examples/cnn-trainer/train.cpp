@@ -151,6 +151,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                                                            : "synthetic";
   auto data = open_dataset(dataset_spec, m.input, m.classes, o.train_size, o.test_size);
   // What training allocates from here on is what --max-memory and the reported peak count.
+  reset_peak_memory(); // the peak from here on: not MPI's or the loader's start-up
   process_memory const base = read_process_memory();
   param_store<T> ps;
   std::vector<layer_params> const lp = make_params(m, o.seed, ps);

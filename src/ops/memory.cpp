@@ -82,10 +82,32 @@ void space_ops::from_host(void* dst, void const* host_src, std::size_t bytes) co
 bool device_usable(std::string& why) { return device_visible(why); }
 
 namespace {
+// One grow-only buffer per memory space, from the thread's scratch allocator or halox's own.
+struct workspace {
+  void* p = nullptr;
+  std::size_t n = 0;
+  allocator const* from = nullptr; // the allocator that gave p (null: space_ops)
+};
 struct workspaces {
-  space_buffer<char> host{space_ops(memory_space::host)};
-  space_buffer<char> device{space_ops(memory_space::device)};
-  std::size_t host_n = 0, device_n = 0;
+  workspace host, device;
+  allocator alloc; // set_scratch_allocator's, for this thread
+  // At thread exit the caller's allocator may be gone already: what it gave is left to it.
+  ~workspaces() {
+    for (workspace* w : {&host, &device})
+      if (w->from) *w = {};
+    drop(host, memory_space::host);
+    drop(device, memory_space::device);
+  }
+  void drop(workspace& w, memory_space m) noexcept {
+    if (w.p) {
+      if (w.from)
+        w.from->deallocate(w.p, w.n,
+                           m == memory_space::host ? memory_kind::host : memory_kind::device);
+      else
+        space_ops(m).release(w.p);
+    }
+    w = {};
+  }
 };
 workspaces& thread_workspaces() {
   thread_local workspaces w;
@@ -93,25 +115,34 @@ workspaces& thread_workspaces() {
 }
 } // namespace
 
+allocator const& scratch_allocator() noexcept { return thread_workspaces().alloc; }
+
 void* shared_workspace(space_ops const& ops, std::size_t bytes) {
-  workspaces& w = thread_workspaces();
+  workspaces& ws = thread_workspaces();
   bool const dev = !ops.host();
-  std::size_t& n = dev ? w.device_n : w.host_n;
-  void* p = (dev ? w.device : w.host).reserve(bytes);
-  if (bytes > n) n = bytes;
-  return p;
+  workspace& w = dev ? ws.device : ws.host;
+  if (bytes > w.n) {
+    ws.drop(w, ops.space());
+    if (ws.alloc.allocate) {
+      w.p = ws.alloc.allocate(bytes, dev ? memory_kind::device : memory_kind::host);
+      w.from = &ws.alloc;
+    } else {
+      w.p = ops.allocate(bytes);
+    }
+    w.n = bytes;
+  }
+  return w.p;
 }
 
 std::size_t shared_workspace_bytes(bool device) noexcept {
   workspaces const& w = thread_workspaces();
-  return device ? w.device_n : w.host_n;
+  return device ? w.device.n : w.host.n;
 }
 
 void release_shared_workspaces() noexcept {
   workspaces& w = thread_workspaces();
-  w.host = space_buffer<char>(space_ops(memory_space::host));
-  w.device = space_buffer<char>(space_ops(memory_space::device));
-  w.host_n = w.device_n = 0;
+  w.drop(w.host, memory_space::host);
+  w.drop(w.device, memory_space::device);
 }
 
 } // namespace halox::ops::detail
@@ -146,6 +177,14 @@ void release_shared_scratch() noexcept {
 #ifdef HALOX_OPS_ONEDNN
   detail::onednn::arena_release();
 #endif
+}
+
+void set_scratch_allocator(allocator const& a) {
+  HALOX_REQUIRE(static_cast<bool>(a.allocate) == static_cast<bool>(a.deallocate),
+                errc::invalid_argument,
+                "set_scratch_allocator: set both allocate and deallocate, or neither");
+  release_shared_scratch(); // every buffer goes back to what gave it
+  detail::thread_workspaces().alloc = a;
 }
 
 } // namespace halox::ops

@@ -8,6 +8,7 @@
 // orders them with the cuDNN calls and the device halo exchanges (all on that stream).
 
 #include <halox/backend.hpp>
+#include <halox/context.hpp>
 #include <halox/ops/tensor_ref.hpp>
 
 #include <cstddef>
@@ -111,6 +112,9 @@ template <class T> std::vector<T> host_copy(space_ops const& ops, T const* p, st
 /// buffer per memory space and thread, as large as the largest call asked for; what it held
 /// is lost when it grows. Counted by `shared_scratch_bytes()`.
 [[nodiscard]] void* shared_workspace(space_ops const& ops, std::size_t bytes);
+/// The calling thread's scratch allocator (`set_scratch_allocator`); empty: halox's own.
+[[nodiscard]] allocator const& scratch_allocator() noexcept;
+
 /// Bytes of the calling thread's shared workspaces, host and device.
 [[nodiscard]] std::size_t shared_workspace_bytes(bool device) noexcept;
 /// Frees them.

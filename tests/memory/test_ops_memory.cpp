@@ -2,6 +2,7 @@
 // the process's resident memory grows by while they run. Its own process (the other suites
 // would leave scratch and pages behind), one rank, problems of tens of MiB so that the
 // libraries' own code is a small part of the growth.
+#include <halox/error.hpp>
 #include <halox/grid.hpp>
 #include <halox/ops/distributed.hpp>
 
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <fstream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -146,4 +148,56 @@ TEST(OpsMemory, BatchNormHoldsPerChannelValuesOnly) {
   EXPECT_LE(op.memory().total(), 64u * 1024u); // a few arrays of C values
 }
 
+} // namespace
+
+namespace {
+// A framework's allocator: counts what it hands out and takes back.
+struct counting_pool {
+  std::size_t live = 0, calls = 0;
+  halox::allocator hooks() {
+    halox::allocator a;
+    a.allocate = [this](std::size_t n, halox::memory_kind k) {
+      EXPECT_EQ(k, halox::memory_kind::host);
+      live += n;
+      ++calls;
+      return ::operator new(n, std::align_val_t(64));
+    };
+    a.deallocate = [this](void* p, std::size_t n, halox::memory_kind) {
+      live -= n;
+      ::operator delete(p, std::align_val_t(64));
+    };
+    return a;
+  }
+};
+
+TEST(OpsMemory, SharedScratchComesFromTheCallersAllocator) {
+  counting_pool pool;
+  ops::set_scratch_allocator(pool.hooks());
+  {
+    halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
+    tensor_desc const xd(g, {2, 16, 32, 32}, halox::dtype::float32);
+    ops::conv_params p;
+    p.pad_lo = p.pad_hi = {1, 1};
+    std::vector<index_t> const ws{16, 16, 3, 3};
+    ops::dist_conv<float> op(xd, ws, p);
+    std::vector<float> x = touched(op.input_desc()), y = touched(op.output_desc()),
+                       dy = touched(op.output_desc()), dx = touched(op.input_desc()),
+                       w(16 * 16 * 9, 0.01f), dw(w.size());
+    op.forward(tensor_view(op.input_desc(), x), {w.data(), ws}, nullptr,
+               tensor_view(op.output_desc(), y));
+    op.backward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), dy), {w.data(), ws},
+                tensor_view(op.input_desc(), dx), {dw.data(), ws}, nullptr);
+    ops::shared_scratch const s = ops::shared_scratch_bytes();
+    // Every byte of host scratch is the pool's (none where the provider needs none).
+    EXPECT_EQ(pool.live, s.host);
+    if (ops::provider_built(ops::compute_provider::onednn)) EXPECT_GT(pool.calls, 0u);
+  }
+  // Another allocator (here halox's own again) gets everything back to the pool first.
+  ops::set_scratch_allocator({});
+  EXPECT_EQ(pool.live, 0u);
+  EXPECT_EQ(ops::shared_scratch_bytes().host, 0u);
+  halox::allocator half;
+  half.allocate = [](std::size_t, halox::memory_kind) { return nullptr; };
+  EXPECT_THROW(ops::set_scratch_allocator(half), halox::error);
+}
 } // namespace

@@ -9,6 +9,7 @@
 /// them through cuDNN on device memory (CUDA builds). See docs/providers.md.
 
 #include <halox/backend.hpp>
+#include <halox/context.hpp>
 #include <halox/dtype.hpp>
 #include <halox/ops/batch_norm.hpp>
 #include <halox/ops/lrn.hpp>
@@ -125,6 +126,13 @@ struct shared_scratch {
 /// Frees the calling thread's shared scratch (it grows again at the next call that needs it):
 /// for a caller about to allocate a large buffer of its own between training phases.
 void release_shared_scratch() noexcept;
+/// Makes the calling thread's shared scratch come from `a` (host scratch as
+/// `memory_kind::host`, device scratch as `memory_kind::device`), so that a framework's caching
+/// allocator or memory planner owns it, as plans' workspaces come from a context's allocator.
+/// What the scratch holds is released first (through the allocator that gave it); an empty
+/// allocator returns to halox's own (mmap for large host buffers, cudaMalloc). Both functions
+/// are called between operator calls only, when a buffer must grow, never during a call.
+void set_scratch_allocator(allocator const& a);
 
 namespace detail {
 template <class T> class compute_kernels;

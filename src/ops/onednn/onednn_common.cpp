@@ -1,4 +1,5 @@
 #include "ops/onednn/onednn_common.hpp"
+#include "ops/memory.hpp"
 
 #include <sys/mman.h>
 
@@ -20,8 +21,17 @@ void* scratch_arena::get(role r, std::size_t bytes) {
   if (bytes > b.n) {
     drop(b);
     std::size_t const n = (bytes + 4095) / 4096 * 4096;
-    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    allocator const& al = scratch_allocator(); // the caller's, where one was set
+    void* p = nullptr;
+    if (al.allocate) {
+      p = al.allocate(n, memory_kind::host);
+      b.from = &al;
+    } else {
+      p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) p = nullptr;
+      b.from = nullptr;
+    }
+    if (p == nullptr)
       throw halox::error(
           errc::out_of_memory,
           "oneDNN provider: could not allocate " + std::to_string(n) +
@@ -35,7 +45,10 @@ void* scratch_arena::get(role r, std::size_t bytes) {
 }
 
 void scratch_arena::drop(buf& b) noexcept {
-  if (b.p) munmap(b.p, b.n);
+  if (b.p && b.from)
+    b.from->deallocate(b.p, b.n, memory_kind::host);
+  else if (b.p)
+    munmap(b.p, b.n);
   b.p = nullptr;
   b.n = 0;
   b.stamp = ++next_;

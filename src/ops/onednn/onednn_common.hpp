@@ -5,6 +5,7 @@
 #include "ops/choice_cache.hpp"
 #include "ops/geometry.hpp"
 
+#include <halox/context.hpp>
 #include <halox/error.hpp>
 
 #include <dnnl.hpp>
@@ -80,6 +81,7 @@ private:
     void* p = nullptr;
     std::size_t n = 0;
     std::uint64_t stamp = 0;
+    allocator const* from = nullptr; // the caller's allocator that gave p (null: mmap)
   };
   void drop(buf& b) noexcept;
   buf bufs_[static_cast<int>(role::count)];
@@ -87,7 +89,12 @@ private:
   std::size_t peak_ = 0;
 
 public:
-  ~scratch_arena() { release(); }
+  // At thread exit the caller's allocator may be gone already: what it gave is left to it.
+  ~scratch_arena() {
+    for (buf& b : bufs_)
+      if (b.from) b = {};
+    release();
+  }
 };
 /// The calling thread's arena.
 scratch_arena& arena();
