@@ -86,7 +86,9 @@ std::string format_costs(measured_choice const& c) {
   std::ostringstream os;
   for (auto const& [name, sec] : c.costs) {
     os << ' ' << (name == c.choice ? "*" : "") << name << '=';
-    if (sec < 0) {
+    if (sec == padded_cost) {
+      os << "not tried (pads channels)";
+    } else if (sec < 0) {
       os << "unavailable";
     } else {
       char buf[32];

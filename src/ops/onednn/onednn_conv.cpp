@@ -335,46 +335,62 @@ void conv_engine::run(char const* op, conv_job const& job, float* dw_plain, bool
       }
       if (!pl->ex) { // measure every layout on the caller's data
         measured_choice mc;
-        double best = 1e300;
         std::vector<float> scratch_dw;
         if (job.kind == conv_kind::backward_weights)
           scratch_dw.resize(static_cast<std::size_t>(
               memory::desc(job.wei, dt::f32, weights_tag(job.nsp)).get_size() / sizeof(float)));
         std::vector<std::unique_ptr<exec>> cands;
-        std::vector<std::function<void()>> runs;
         for (layout l : all_layouts) {
           try {
             cands.push_back(std::make_unique<exec>(job, l));
           } catch (dnnl::error const&) {
             cands.emplace_back();
-            continue;
           }
+        }
+        // A layout whose copies of x and y are much larger than the caller's (blocked with a
+        // channel count below its block pads every pixel) would cost that memory in every
+        // call's scratch: where another layout pads not, it is not even tried (trying it
+        // would leave the padded buffers' pages in the process's peak).
+        std::size_t const plain_bytes = job.usr_src.get_size() + job.usr_dst.get_size();
+        auto pads = [&](exec const& e) {
+          return static_cast<double>(e.src_bytes + e.dst_bytes) >
+                 1.25 * static_cast<double>(plain_bytes);
+        };
+        bool lean = false;
+        for (auto const& e : cands) lean = lean || (e && !pads(*e));
+        std::vector<std::function<void()>> runs;
+        std::vector<std::size_t> timed;
+        for (std::size_t i = 0; i < cands.size(); ++i) {
+          if (!cands[i] || (lean && pads(*cands[i]))) continue;
+          timed.push_back(i);
           // Candidates run on the shared scratch only: the kept copy of x is this engine's
           // record of its last forward, which a candidate must not overwrite.
-          runs.emplace_back([this, h, &job, &scratch_dw, e = cands.back().get(),
-                             k = kept_input(*cands.back(), job, h)] {
-            // A candidate that cannot read the kept dy reorders its own into the spare
-            // role: the dst role holds the kept dy the others read.
-            bool const beside = h && job.kind == conv_kind::backward_data;
-            buffers b = buffers_for(*e, job, false, beside);
-            if (beside && !k && e->dst_bytes) b.dst = arena().get(role::spare, e->dst_bytes);
-            e->run(job, scratch_dw.data(), k, b);
-          });
+          runs.emplace_back(
+              [this, h, &job, &scratch_dw, e = cands[i].get(), k = kept_input(*cands[i], job, h)] {
+                // A candidate that cannot read the kept dy reorders its own into the spare
+                // role: the dst role holds the kept dy the others read.
+                bool const beside = h && job.kind == conv_kind::backward_data;
+                buffers b = buffers_for(*e, job, false, beside);
+                if (beside && !k && e->dst_bytes) b.dst = arena().get(role::spare, e->dst_bytes);
+                e->run(job, scratch_dw.data(), k, b);
+              });
         }
         std::vector<double> const secs = time_interleaved(runs);
         // The candidates sized the shared buffers for every layout tried; the chosen one's
         // calls size them again for what they need.
         arena().release();
-        for (std::size_t i = 0, r = 0; i < cands.size(); ++i) {
+        double best = 1e300;
+        for (std::size_t i = 0; i < cands.size(); ++i) {
           char const* const name = name_of(all_layouts[i]);
-          if (!cands[i]) {
-            mc.costs.emplace_back(name, -1.0);
+          auto const t = std::find(timed.begin(), timed.end(), i);
+          if (t == timed.end()) {
+            mc.costs.emplace_back(name, cands[i] ? padded_cost : -1.0);
             continue;
           }
-          double const s = secs[r++];
-          mc.costs.emplace_back(name, s);
-          if (s < best) {
-            best = s;
+          double const sec = secs[static_cast<std::size_t>(t - timed.begin())];
+          mc.costs.emplace_back(name, sec);
+          if (sec < best) {
+            best = sec;
             mc.choice = name;
             pl->ex = std::move(cands[i]);
           }
