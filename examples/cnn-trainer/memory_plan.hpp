@@ -23,14 +23,18 @@ struct placement {
   std::vector<std::size_t> offset; ///< per buffer
   std::size_t bytes = 0;           ///< the arena's size
   std::size_t unplanned = 0;       ///< what a separate allocation per buffer would take
+  /// The most bytes live at any one time: no placement can be smaller.
+  std::size_t live_peak = 0;
 };
 
 /// Places buffers of `sizes` bytes, each used as `uses` say (in any order), on `align`-byte
 /// boundaries. A buffer lives over each span from a write to the last read before the next
-/// write; two buffers share bytes only where none of their spans meet. Largest first, each at
-/// the lowest offset clear of the placed buffers it overlaps in time (the greedy-by-size
-/// strategy of PyTorch's and TFLite's memory planners). A read and a write of one buffer at
-/// the same time count as a read (an in-place update).
+/// write; two buffers share bytes only where none of their spans meet. A read and a write of
+/// one buffer at the same time count as a read (an in-place update). Greedy placement, each
+/// buffer at an offset clear of the placed buffers it overlaps in time, in several orders
+/// (largest first, as PyTorch's and TFLite's memory planners do; longest-lived first; first
+/// written first) and with two rules for the offset (the lowest, the tightest gap): the
+/// smallest arena of these is kept.
 [[nodiscard]] placement place_buffers(std::vector<std::size_t> const& sizes,
                                       std::vector<buffer_use> const& uses, std::size_t align = 64);
 

@@ -366,6 +366,7 @@ template <class T> void network<T>::set_plan(memory_plan const& p) {
                       " cannot start a recomputed segment");
   placement const pl = place(p);
   std::size_t const bytes = pl.bytes;
+  live_peak_ = pl.live_peak;
   plan_ = p;
   std::vector<action> const s = schedule(p);
   auto const mid =
@@ -580,9 +581,9 @@ template <class T> std::string network<T>::describe_memory() const {
     os << "\n";
   }
   step_memory const m = memory();
-  os << "  activations and gradients: " << mib(m.arena)
-     << " placed by lifetime (one buffer each: " << mib(m.activations) << " + " << mib(m.gradients)
-     << ")";
+  os << "  activations and gradients: " << mib(m.arena) << " placed by lifetime (at most "
+     << mib(live_peak_) << " live at once; one buffer each: " << mib(m.activations) << " + "
+     << mib(m.gradients) << ")";
   if (!plan_.segments.empty()) {
     os << "; recomputed segments start at layers";
     for (std::size_t a : plan_.segments) os << " " << a;
@@ -592,7 +593,8 @@ template <class T> std::string network<T>::describe_memory() const {
          : plan_.keep_reorders == static_cast<std::size_t>(-1)
              ? ", all kept"
              : ", kept for inputs up to " + mib(plan_.keep_reorders))
-     << "), moves " << mib(m.moves) << ", shared scratch " << mib(m.shared) << "\n";
+     << "), moves " << mib(m.moves) << ", shared scratch " << mib(m.shared) << " (at most "
+     << mib(m.shared_peak) << ", while the first calls measured layouts)\n";
   return os.str();
 }
 

@@ -165,6 +165,7 @@ private:
   memory_plan plan_;
   std::vector<action> forward_, backward_;     // the schedule in force
   std::size_t act_bytes_ = 0, grad_bytes_ = 0; // one allocation per storage
+  std::size_t live_peak_ = 0;                  // the most bytes live at once in the arena
 };
 
 } // namespace trainer

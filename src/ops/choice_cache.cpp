@@ -87,7 +87,7 @@ std::string format_costs(measured_choice const& c) {
   for (auto const& [name, sec] : c.costs) {
     os << ' ' << (name == c.choice ? "*" : "") << name << '=';
     if (sec == padded_cost) {
-      os << "not tried (pads channels)";
+      os << "not tried (scratch larger than its operands)";
     } else if (sec < 0) {
       os << "unavailable";
     } else {

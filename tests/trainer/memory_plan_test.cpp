@@ -77,3 +77,28 @@ TEST(MemoryPlan, AlignsEveryBuffer) {
   EXPECT_EQ(p.bytes, 128u + 64u + 64u);
 }
 } // namespace
+
+namespace {
+TEST(MemoryPlan, NeverBelowTheLivePeakAndOftenAtIt) {
+  // Buffers of mixed sizes and overlapping lifetimes, as a network's step makes them.
+  std::vector<std::size_t> n;
+  std::vector<trainer::buffer_use> u;
+  for (std::size_t b = 0; b < 40; ++b) {
+    n.push_back(64 * (1 + (b * 7) % 11));
+    long const t0 = static_cast<long>((b * 5) % 23), t1 = t0 + 1 + static_cast<long>(b % 6);
+    u.push_back({b, t0, true});
+    u.push_back({b, t1, false});
+  }
+  auto const p = trainer::place_buffers(n, u);
+  EXPECT_GE(p.bytes, p.live_peak);
+  EXPECT_LE(p.bytes, p.live_peak + p.live_peak / 4); // the greedy orders come close
+  for (std::size_t a = 0; a < n.size(); ++a)
+    for (std::size_t b = a + 1; b < n.size(); ++b) {
+      long const a0 = u[2 * a].time, a1 = u[2 * a + 1].time, b0 = u[2 * b].time,
+                 b1 = u[2 * b + 1].time;
+      if (a0 <= b1 && b0 <= a1)
+        EXPECT_FALSE(p.offset[a] < p.offset[b] + n[b] && p.offset[b] < p.offset[a] + n[a])
+            << "buffers " << a << " and " << b << " are live together and share bytes";
+    }
+}
+} // namespace

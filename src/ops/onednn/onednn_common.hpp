@@ -35,14 +35,13 @@ context& ctx();
 
 /// What a transient buffer of the shared scratch holds during a call.
 enum class role {
-  src,   ///< x or dx in a primitive's layout
-  dst,   ///< y or dy in a primitive's layout (a backward-weights call's dy stays there for
-         ///< the backward-data call after it while the role's stamp is unchanged)
-  wei,   ///< weights or their gradient in a primitive's layout
-  dsrc,  ///< pooling's dx before it is copied into the caller's view
-  spare, ///< the dst of a candidate measured beside a kept dy (freed after measuring)
-  pad,   ///< a primitive's own scratchpad (user-managed, so that it is shared and counted)
-  rpad,  ///< a reorder's scratchpad (apart from pad: a reorder runs between binding and use)
+  src,  ///< x or dx in a primitive's layout
+  dst,  ///< y or dy in a primitive's layout (a backward-weights call's dy stays there for
+        ///< the backward-data call after it while the role's stamp is unchanged)
+  wei,  ///< weights or their gradient in a primitive's layout
+  dsrc, ///< pooling's dx before it is copied into the caller's view
+  pad,  ///< a primitive's own scratchpad (user-managed, so that it is shared and counted)
+  rpad, ///< a reorder's scratchpad (apart from pad: a reorder runs between binding and use)
   count
 };
 

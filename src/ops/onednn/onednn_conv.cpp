@@ -347,35 +347,37 @@ void conv_engine::run(char const* op, conv_job const& job, float* dw_plain, bool
             cands.emplace_back();
           }
         }
-        // A layout whose copies of x and y are much larger than the caller's (blocked with a
-        // channel count below its block pads every pixel) would cost that memory in every
-        // call's scratch: where another layout pads not, it is not even tried (trying it
-        // would leave the padded buffers' pages in the process's peak).
+        // A layout whose scratch is much larger than the caller's x and y (blocked with a
+        // channel count below its block pads every pixel; a matrix-product implementation
+        // unrolls every window into its scratchpad) would cost that memory in every call:
+        // where another layout's scratch is lean, it is not even tried (trying it would leave
+        // those pages in the process's peak).
         std::size_t const plain_bytes = job.usr_src.get_size() + job.usr_dst.get_size();
         auto pads = [&](exec const& e) {
-          return static_cast<double>(e.src_bytes + e.dst_bytes) >
+          return static_cast<double>(e.src_bytes + e.dst_bytes + e.pad_bytes) >
                  1.25 * static_cast<double>(plain_bytes);
         };
         bool lean = false;
         for (auto const& e : cands) lean = lean || (e && !pads(*e));
-        std::vector<std::function<void()>> runs;
+        // Candidates run on the shared scratch only: the kept copy of x is this engine's record
+        // of its last forward, which a candidate must not overwrite. Beside a kept dy (in the
+        // dst role), those that read it are timed first, then the others, which reorder their
+        // own dy into that role: no candidate needs a second dy-sized buffer.
+        bool const beside = h && job.kind == conv_kind::backward_data;
         std::vector<std::size_t> timed;
-        for (std::size_t i = 0; i < cands.size(); ++i) {
-          if (!cands[i] || (lean && pads(*cands[i]))) continue;
-          timed.push_back(i);
-          // Candidates run on the shared scratch only: the kept copy of x is this engine's
-          // record of its last forward, which a candidate must not overwrite.
-          runs.emplace_back(
-              [this, h, &job, &scratch_dw, e = cands[i].get(), k = kept_input(*cands[i], job, h)] {
-                // A candidate that cannot read the kept dy reorders its own into the spare
-                // role: the dst role holds the kept dy the others read.
-                bool const beside = h && job.kind == conv_kind::backward_data;
-                buffers b = buffers_for(*e, job, false, beside);
-                if (beside && !k && e->dst_bytes) b.dst = arena().get(role::spare, e->dst_bytes);
-                e->run(job, scratch_dw.data(), k, b);
-              });
-        }
-        std::vector<double> const secs = time_interleaved(runs);
+        std::vector<std::function<void()>> phase[2];
+        for (int ph = 0; ph < 2; ++ph)
+          for (std::size_t i = 0; i < cands.size(); ++i) {
+            if (!cands[i] || (lean && pads(*cands[i]))) continue;
+            void* const k = kept_input(*cands[i], job, h);
+            if ((k != nullptr) != (ph == 0)) continue;
+            timed.push_back(i);
+            phase[ph].emplace_back([this, k, beside, &job, &scratch_dw, e = cands[i].get()] {
+              e->run(job, scratch_dw.data(), k, buffers_for(*e, job, false, beside && k));
+            });
+          }
+        std::vector<double> secs = time_interleaved(phase[0]);
+        for (double v : time_interleaved(phase[1])) secs.push_back(v);
         // The candidates sized the shared buffers for every layout tried; the chosen one's
         // calls size them again for what they need.
         arena().release();
