@@ -57,13 +57,19 @@ std::vector<memory_plan> memory_budget<T>::candidates(network<T> const& net) con
   } else {
     segs = {1};
   }
-  // Least recomputation first: the reorders dropped before any segment is recomputed.
+  // Least recomputation first: the reorders dropped, then the cheap layers recomputed, then
+  // segments.
   std::vector<memory_plan> c;
+  auto add = [&](memory_plan p, bool cheap) {
+    p.recompute_cheap = cheap;
+    c.push_back(std::move(p));
+  };
   for (int k : segs) {
     if (k == segs.front()) {
-      for (std::size_t keep : keeps) c.push_back(net.segmented(k, keep));
+      for (std::size_t keep : keeps) add(net.segmented(k, keep), o_.recompute_cheap);
+      if (o_.max_memory && !o_.recompute_cheap && k == 1) add(net.segmented(k, keeps.back()), true);
     } else {
-      c.push_back(net.segmented(k, keeps.back()));
+      add(net.segmented(k, keeps.back()), o_.recompute_cheap);
     }
   }
   return c;
@@ -149,8 +155,10 @@ template <class T> std::string memory_budget<T>::describe(memory_plan const& p) 
              : "kept for inputs up to " + mib(p.keep_reorders))
      << ", ";
   if (p.segments.empty()) {
-    os << "no recomputation";
+    os << (p.recompute_cheap ? "batch norm, pooling and ReLU outputs recomputed in backward"
+                             : "no recomputation");
   } else {
+    if (p.recompute_cheap) os << "batch norm, pooling and ReLU outputs recomputed, ";
     os << p.segments.size() + 1 << " segments (forward recomputed in backward from layers 0";
     for (std::size_t a : p.segments) os << ", " << a;
     os << "; the last one is not recomputed)";

@@ -145,6 +145,7 @@ public:
     return m;
   }
   void keep_reorders(bool keep) override { op_.keep_reorders(keep); }
+  void exchange_halo(tensor_view const& x) override { op_.exchange_halo(x); }
 
 private:
   static ops::dist_options options(build_options const& bo) {
@@ -185,6 +186,7 @@ public:
   }
   std::string tuned() const override { return op_.describe(); }
   bool backward_reads_input() const override { return !avg_; }
+  void exchange_halo(tensor_view const& x) override { op_.exchange_halo(x); }
   ops::memory_use memory() const override { return op_.memory(); }
 
 private:

@@ -115,6 +115,9 @@ public:
   /// What the layer holds besides its input and output buffers (its operator's memory, its own
   /// scratch), on this rank; sizes follow the calls made so far.
   [[nodiscard]] virtual halox::ops::memory_use memory() const { return {}; }
+  /// Fills the halo of its input buffer `x` as its forward does (collective), after the layer
+  /// before computed x's owned cells again; layers without an input halo do nothing.
+  virtual void exchange_halo(halox::tensor_view const& x) { (void)x; }
   /// Whether its operator may keep reordered copies from forward to backward
   /// (dist_options::keep_reorders); layers that keep none ignore it.
   virtual void keep_reorders(bool keep) { (void)keep; }

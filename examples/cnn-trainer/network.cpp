@@ -274,6 +274,7 @@ std::vector<typename network<T>::action> network<T>::schedule(memory_plan const&
     s.push_back({act::fwd, i});
   }
   s.push_back({act::loss, L - 1});
+  std::vector<bool> fresh(5 * L, false); // activations computed again in backward so far
   std::vector<std::size_t> starts{0};
   for (std::size_t a : p.segments) starts.push_back(a);
   for (std::size_t g = starts.size(); g-- > 0;) {
@@ -287,11 +288,51 @@ std::vector<typename network<T>::action> network<T>::schedule(memory_plan const&
       if (is_skip_source_[i]) s.push_back({act::add_skip, i});
       for (std::size_t k = 0; k < L; ++k)
         if (skip_first_[k] == i) s.push_back({act::zero_skip, k});
+      if (p.recompute_cheap) regenerate(i, fresh, s);
       s.push_back({act::bwd, i});
       if (i > 0 && !local_[i]) s.push_back({act::move_bwd, i});
     }
   }
   return s;
+}
+
+// A cheap layer (batch norm, pooling, an unfused ReLU) whose output the network may drop after
+// forward and compute again before backward reads it: its input and output chained to its
+// neighbours (no move), and its output read by nothing that runs in place on it or adds it
+// to a residual.
+template <class T> bool network<T>::cheap(std::size_t j) const {
+  std::size_t const L = layers_.size();
+  std::string const& k = kinds_[j];
+  bool const kind = k == "bn" || k == "maxpool" || k == "avgpool" || k == "relu";
+  if (!kind || in_place_[j] || fused_away_[j] || j == 0 || j + 1 >= L) return false;
+  if (!local_[j] || !local_[j + 1] || is_skip_source_[j]) return false;
+  if (in_place_[j + 1] && !(fused_away_[j + 1] && !is_skip_source_[j + 1])) return false;
+  return true;
+}
+
+// Before layer i's backward (recompute_cheap): every activation it reads that a cheap layer
+// wrote and that was dropped after forward is computed again, its own input first.
+template <class T>
+void network<T>::regenerate(std::size_t i, std::vector<bool>& fresh, std::vector<action>& s) const {
+  std::vector<int> ids;
+  if (layers_[i]->backward_reads_input()) ids.push_back(in_[i].id);
+  if (layers_[i]->backward_reads_output()) ids.push_back(out_[i].id);
+  for (int id : ids) ensure(id, fresh, s);
+}
+
+template <class T>
+void network<T>::ensure(int id, std::vector<bool>& fresh, std::vector<action>& s) const {
+  if (id < 0 || fresh[static_cast<std::size_t>(id)]) return;
+  for (std::size_t j = 0; j < layers_.size(); ++j)
+    if (cheap(j) && out_[j].id == id) {
+      ensure(in_[j].id, fresh, s);
+      s.push_back({act::fwd, j, true});
+      // The next layer's backward reads the halo its forward exchanged into this buffer.
+      std::size_t const next = fused_away_[j + 1] ? j + 2 : j + 1;
+      if (next < layers_.size() && in_[next].id == id) s.push_back({act::halo, next, true});
+      fresh[static_cast<std::size_t>(id)] = true;
+      return;
+    }
 }
 
 namespace {
@@ -351,6 +392,7 @@ template <class T> placement network<T>::place(memory_plan const& p) const {
       u.add(din_[i].id, at, false);
       u.add(dout_[i - 1].id, at, true);
       break;
+    case act::halo: u.add(in_[i].id, at, false); break;
     }
   }
   return place_buffers(storage_sizes(), u.v);
@@ -477,6 +519,12 @@ template <class T> void network<T>::run(action const& a, step_context const& c) 
     break;
   }
   case act::move_bwd: moves_[i]->backward(din_[i].data, dout_[i - 1].data, *c.times); break;
+  case act::halo: {
+    double const t0 = now();
+    layers_[i]->exchange_halo(in_[i].view());
+    c.times->halo += now() - t0;
+    break;
+  }
   }
 }
 

@@ -40,6 +40,11 @@ struct memory_plan {
   std::size_t keep_reorders = auto_keep;
   /// What --keep-reorders auto keeps: inputs up to 4 MiB per rank.
   static constexpr std::size_t auto_keep = std::size_t(4) << 20;
+  /// The outputs of cheap layers (batch norm, pooling, an unfused ReLU) that feed the next
+  /// layer directly are dropped after forward and computed again, from the layer's input,
+  /// right before backward first reads them: a convolution's input then lives through its own
+  /// backward only. Cheaper than segments (no convolution runs twice).
+  bool recompute_cheap = false;
 };
 
 /// Bytes one rank uses for a step, by kind (see `network::memory`).
@@ -129,7 +134,7 @@ private:
     }
   };
   // One step of the schedule that forward and backward run, and that places the buffers.
-  enum class act { load, move_fwd, fwd, loss, zero_skip, add_skip, bwd, move_bwd };
+  enum class act { load, move_fwd, fwd, loss, zero_skip, add_skip, bwd, move_bwd, halo };
   struct action {
     act what;
     std::size_t layer;
@@ -142,6 +147,10 @@ private:
   void run(action const& a, step_context const& c);
   // Whether layer i keeps reorders under plan p.
   [[nodiscard]] bool keeps(std::size_t i, memory_plan const& p) const;
+  // Cheap layers whose outputs are computed again in backward (memory_plan::recompute_cheap).
+  [[nodiscard]] bool cheap(std::size_t j) const;
+  void regenerate(std::size_t i, std::vector<bool>& fresh, std::vector<action>& s) const;
+  void ensure(int id, std::vector<bool>& fresh, std::vector<action>& s) const;
 
   halox::index_t batch_;
   std::vector<std::unique_ptr<layer<T>>> layers_;

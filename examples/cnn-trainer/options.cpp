@@ -146,6 +146,8 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
                         error on every rank when nothing fits                [no budget]
   --segments N          recompute the forward of all but the last of N segments during
                         backward (activation checkpointing); 1: none     [as --max-memory says]
+  --recompute-cheap     drop the outputs of batch norm, pooling and ReLU layers after forward
+                        and compute them again in backward (no convolution runs twice)
   --keep-reorders auto|on|off
                         convolutions keep their reordered inputs from forward to backward
                         (faster backward, one more copy of each input)           [auto: on]
@@ -208,6 +210,7 @@ options parse_options(std::vector<std::string> const& args) {
                                            {"--debug-print", &o.debug_print},
                                            {"--describe", &o.describe},
                                            {"--profile", &o.profile},
+                                           {"--recompute-cheap", &o.recompute_cheap},
                                            {"--help", &o.help},
                                            {"-h", &o.help},
                                            {"--list-models", &o.list_models}};

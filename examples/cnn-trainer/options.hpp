@@ -61,6 +61,9 @@ struct options {
   /// Convolutions keep their reordered inputs from forward to backward: on, off, or auto (on
   /// unless --max-memory needs the bytes).
   std::string keep_reorders = "auto";
+  /// Drop the outputs of batch norm, pooling and ReLU layers after forward and compute them
+  /// again in backward (memory_plan::recompute_cheap); --max-memory may choose it too.
+  bool recompute_cheap = false;
   bool help = false;        ///< print usage
   bool list_models = false; ///< print the built-in models
 };

@@ -329,12 +329,17 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       out.text_root(last.describe_tuned());
       // This rank's memory as accounted, and the process's peak growth since before training.
       process_memory const pm = read_process_memory();
-      out.text_root("memory on this rank:\n" + last.describe_memory() +
+      std::size_t const predicted = fixed + nets.bytes(true),
+                        measured = pm.peak > base.rss ? pm.peak - base.rss : 0;
+      unsigned long most[2] = {predicted, measured};
+      MPI_Allreduce(MPI_IN_PLACE, most, 2, MPI_UNSIGNED_LONG, MPI_MAX, world);
+      out.text_root("memory on rank 0:\n" + last.describe_memory() +
                     "  parameters, gradients, momentum and gradient sums " + mib(fixed) +
-                    "\n  predicted peak " + mib(fixed + nets.bytes(true)) + ", measured peak " +
-                    mib(pm.peak > base.rss ? pm.peak - base.rss : 0) + ", resident now " +
-                    mib(pm.rss > base.rss ? pm.rss - base.rss : 0) +
-                    " (growth since before the parameters)\n");
+                    "\n  predicted peak " + mib(predicted) + ", measured peak " + mib(measured) +
+                    ", resident now " + mib(pm.rss > base.rss ? pm.rss - base.rss : 0) +
+                    " (growth since before the parameters)\n  over the ranks: predicted peak at "
+                    "most " +
+                    mib(most[0]) + ", measured peak at most " + mib(most[1]) + "\n");
     }
     if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
       out.text("expected a test accuracy of at least " + std::to_string(100 * o.expect_accuracy) +

@@ -287,6 +287,13 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   L.bwd_tune.record(t.total, [&](double(&v)[2]) { detail::sum_over(L.tune_comm.get(), v); });
 }
 
+template <class T> void dist_conv<T>::exchange_halo(tensor_view const& x) {
+  auto& L = impl_->layer;
+  detail::check_layout(x, *L.in, "dist_conv::exchange_halo: x");
+  L.halo->start(x);
+  L.halo->wait();
+}
+
 template <class T> memory_use dist_conv<T>::memory() const {
   impl const& I = *impl_;
   memory_use m = I.k.memory();

@@ -187,6 +187,13 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   t.total = MPI_Wtime() - t0;
 }
 
+template <class T> void dist_pool<T>::exchange_halo(tensor_view const& x) {
+  auto& L = impl_->layer;
+  detail::check_layout(x, *L.in, "dist_pool::exchange_halo: x");
+  L.halo->start(x);
+  L.halo->wait();
+}
+
 template <class T> memory_use dist_pool<T>::memory() const {
   memory_use m = impl_->k.memory();
   m += impl_->layer.plan_memory();

@@ -82,6 +82,11 @@ public:
   void backward_relu(tensor_view const& x, tensor_view const& y, tensor_view const& dy,
                      const_tensor_ref<T> w, tensor_view const& dx, tensor_ref<T> dw, T* db);
 
+  /// Fills x's halo cells as `forward` does (the exchange, and the zero fill beyond the global
+  /// boundary) without computing: for a caller that computed x's owned cells again (it dropped
+  /// x after forward to save memory) before calling `backward`, which reads those halos.
+  /// Collective over the input's grid.
+  void exchange_halo(tensor_view const& x);
   /// Completes the weight and bias gradient all-reduce that `backward` left in flight with
   /// `dist_options::defer_gradient_reduce`, and writes the sums into the `dw` and `db` that
   /// call was given (which must still be valid); its wait is added to that call's `timings()`.

@@ -57,6 +57,10 @@ public:
   /// What this operator uses on this rank (see `memory_use`): held between calls, and scratch
   /// of its own. Sizes follow the calls made so far.
   [[nodiscard]] memory_use memory() const;
+  /// Fills x's halo cells as `forward` does (the exchange) without computing: for a caller that
+  /// computed x's owned cells again (it dropped x after forward to save memory) before calling
+  /// `backward`, which reads those halos. Collective over the input's grid.
+  void exchange_halo(tensor_view const& x);
   /// Times of the last `forward` or `backward` on this rank.
   [[nodiscard]] dist_timings const& timings() const noexcept;
   /// Bytes this rank sends per forward plus backward call (input halos and dy gather).
