@@ -78,20 +78,25 @@ std::vector<memory_plan> memory_budget<T>::candidates(network<T> const& net) con
 template <class T> memory_plan memory_budget<T>::initial(network<T> const& net) const {
   std::vector<memory_plan> const c = candidates(net);
   if (!o_.max_memory) return c.front();
-  std::size_t best = 0, least = static_cast<std::size_t>(-1);
-  for (std::size_t k = 0; k < c.size(); ++k) {
-    std::size_t const b = net.arena_bytes(c[k]) + (c[k].keep_reorders ? 1 : 0); // ties: keep none
-    if (b < least) least = b, best = k;
-  }
+  // Every rank must run the same schedule (recomputation makes collective calls): the plan of
+  // least arena bytes on the rank that needs the most, a tie going to the one that keeps none.
+  std::vector<unsigned long> need(c.size());
+  for (std::size_t k = 0; k < c.size(); ++k)
+    need[k] = fixed_ + net.arena_bytes(c[k]) + (c[k].keep_reorders ? 1 : 0);
+  MPI_Allreduce(MPI_IN_PLACE, need.data(), static_cast<int>(need.size()), MPI_UNSIGNED_LONG,
+                MPI_MAX, world_);
+  std::size_t const best =
+      static_cast<std::size_t>(std::min_element(need.begin(), need.end()) - need.begin());
   // Before any step only the parameters and the arena are known; a budget that cannot hold
   // even those fails now, on every rank alike.
-  std::size_t const need = fixed_ + net.arena_bytes(c[best]);
-  unsigned long mine[2] = {need, 0}, most[2] = {0, 0};
-  int rank = 0;
-  MPI_Comm_rank(world_, &rank);
-  mine[1] = need > o_.max_memory ? static_cast<unsigned long>(rank) : 0;
-  MPI_Allreduce(mine, most, 2, MPI_UNSIGNED_LONG, MPI_MAX, world_);
-  if (most[0] > o_.max_memory) none_fits(most[0], static_cast<int>(most[1]));
+  if (need[best] > o_.max_memory) {
+    int rank = 0;
+    MPI_Comm_rank(world_, &rank);
+    unsigned long const here = fixed_ + net.arena_bytes(c[best]) + (c[best].keep_reorders ? 1 : 0);
+    unsigned long mine = here == need[best] ? static_cast<unsigned long>(rank) : 0; // the rank
+    MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_UNSIGNED_LONG, MPI_MAX, world_);
+    none_fits(need[best], static_cast<int>(mine));
+  }
   return c[best];
 }
 

@@ -230,7 +230,12 @@ template <class T> void network<T>::plan_slots() {
   for (std::size_t i = 0; i < L; ++i) {
     layer<T>& ly = *layers_[i];
     if (i > 0) din_[i] = local_[i] ? dout_[i - 1] : slot{id(2 * L + i), &ly.in_desc()};
-    dout_[i] = in_place_[i] ? din_[i] : slot{id(3 * L + i), &ly.out_desc()};
+    // Batch norm and ReLU write dx over dy in backward (their operators allow dx == dy): one
+    // gradient buffer serves both where the layouts agree.
+    bool const grad_in_place = i > 0 && local_[i] && (kinds_[i] == "bn" || kinds_[i] == "relu") &&
+                               din_[i].desc->strides() == ly.out_desc().strides() &&
+                               same_blocks(*din_[i].desc, ly.out_desc());
+    dout_[i] = in_place_[i] || grad_in_place ? din_[i] : slot{id(3 * L + i), &ly.out_desc()};
   }
 }
 
@@ -441,15 +446,19 @@ template <class T> memory_plan network<T>::segmented(int k, std::size_t keep_reo
   p.keep_reorders = keep_reorders;
   std::vector<std::size_t> const ok = segment_starts();
   if (k <= 1 || ok.empty()) return p;
-  // Activation bytes before each layer's input: the storages of the outputs so far.
-  std::vector<std::size_t> const n = storage_sizes();
+  // Activation elements before each layer's input: the outputs so far, of the whole tensor
+  // (the same on every rank, which must all recompute the same segments).
   std::size_t const L = layers_.size();
+  auto global = [](halox::tensor_desc const& d) {
+    double e = 1;
+    for (index_t v : d.shape()) e *= static_cast<double>(v);
+    return e;
+  };
   std::vector<double> before(L + 1, 0);
   for (std::size_t i = 0; i < L; ++i) {
-    std::size_t b = i == 0 ? n[static_cast<std::size_t>(in_[0].id)] : 0;
-    if (out_[i].id >= 0 && !in_place_[i] && !fused_away_[i])
-      b += n[static_cast<std::size_t>(out_[i].id)];
-    before[i + 1] = before[i] + static_cast<double>(b);
+    double b = i == 0 ? global(*in_[0].desc) : 0;
+    if (out_[i].id >= 0 && !in_place_[i] && !fused_away_[i]) b += global(*out_[i].desc);
+    before[i + 1] = before[i] + b;
   }
   for (int j = 1; j < k; ++j) {
     double const target = before[L] * j / k;
