@@ -349,13 +349,16 @@ void conv_engine::run(char const* op, conv_job const& job, float* dw_plain, bool
         }
         // A layout whose scratch is much larger than the caller's x and y (blocked with a
         // channel count below its block pads every pixel; a matrix-product implementation
-        // unrolls every window into its scratchpad) would cost that memory in every call:
-        // where another layout's scratch is lean, it is not even tried (trying it would leave
-        // those pages in the process's peak).
-        std::size_t const plain_bytes = job.usr_src.get_size() + job.usr_dst.get_size();
+        // unrolls every window into its scratchpad) costs that memory in every call: where
+        // the excess is large (over a quarter of x and y, and over 4 MiB) and another
+        // layout's is not, it is not even tried (trying it would leave those pages in the
+        // process's peak). Small maps, where speed matters and the bytes do not, try all.
+        double const plain_bytes =
+            static_cast<double>(job.usr_src.get_size() + job.usr_dst.get_size());
         auto pads = [&](exec const& e) {
-          return static_cast<double>(e.src_bytes + e.dst_bytes + e.pad_bytes) >
-                 1.25 * static_cast<double>(plain_bytes);
+          double const excess =
+              static_cast<double>(e.src_bytes + e.dst_bytes + e.pad_bytes) - plain_bytes;
+          return excess > 0.25 * plain_bytes && excess > 4.0 * 1024 * 1024;
         };
         bool lean = false;
         for (auto const& e : cands) lean = lean || (e && !pads(*e));
