@@ -118,8 +118,8 @@ std::vector<layer_params> make_params(model_spec const& m, std::uint64_t seed, p
 template <class T>
 network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
                     std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo,
-                    std::vector<double> const& rank_weight, memory_plan const& plan)
-    : batch_(batch) {
+                    std::vector<double> const& rank_weight, memory_plan const& plan, bool own_arena)
+    : batch_(batch), own_(own_arena) {
   int nprocs = 0;
   MPI_Comm_size(grids.comm(), &nprocs);
   std::size_t const L = m.layers.size();
@@ -420,20 +420,29 @@ template <class T> void network<T>::set_plan(memory_plan const& p) {
       std::find_if(s.begin(), s.end(), [](action const& a) { return a.what == act::loss; });
   forward_.assign(s.begin(), mid);
   backward_.assign(mid + 1, s.end());
-  arena_.assign(0, T(0));
-  arena_.shrink_to_fit(); // the old arena goes before the new one comes
-  arena_.assign(bytes / sizeof(T), T(0));
+  need_ = bytes;
+  offsets_ = pl.offset;
   std::size_t const L = layers_.size();
   std::vector<std::size_t> const n = storage_sizes();
   act_bytes_ = grad_bytes_ = 0;
-  for (std::size_t k = 0; k < where_.size(); ++k) {
-    where_[k] = arena_.data() + pl.offset[k] / sizeof(T);
-    (k < 2 * L ? act_bytes_ : grad_bytes_) += n[k];
+  for (std::size_t k = 0; k < where_.size(); ++k) (k < 2 * L ? act_bytes_ : grad_bytes_) += n[k];
+  if (own_) {
+    arena_.assign(0, T(0));
+    arena_.shrink_to_fit(); // the old arena goes before the new one comes
+    arena_.assign(bytes / sizeof(T), T(0));
+    bind(arena_.data());
+  } else {
+    bind(nullptr); // until the owner binds its arena
   }
-  for (std::size_t i = 0; i < L; ++i)
+  for (std::size_t i = 0; i < L; ++i) layers_[i]->keep_reorders(keeps(i, p));
+}
+
+template <class T> void network<T>::bind(T* base) {
+  for (std::size_t k = 0; k < where_.size(); ++k)
+    where_[k] = base ? base + offsets_[k] / sizeof(T) : nullptr;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
     for (slot* sl : {&in_[i], &out_[i], &din_[i], &dout_[i]})
       if (sl->id >= 0) sl->data = where_[static_cast<std::size_t>(sl->id)];
-  for (std::size_t i = 0; i < L; ++i) layers_[i]->keep_reorders(keeps(i, p));
 }
 
 template <class T> bool network<T>::keeps(std::size_t i, memory_plan const& p) const {
@@ -591,7 +600,7 @@ template <class T> void network<T>::backward(step_context const& c) {
 
 template <class T> step_memory network<T>::memory() const {
   step_memory m;
-  m.arena = arena_.size() * sizeof(T);
+  m.arena = need_;
   m.activations = act_bytes_;
   m.gradients = grad_bytes_;
   for (auto const& ly : layers_) {

@@ -69,7 +69,8 @@ public:
   /// blocks.
   network(model_spec const& m, halox::index_t batch, param_store<T>& ps,
           std::vector<layer_params> const& lp, grid_cache& grids, build_options const& bo = {},
-          std::vector<double> const& rank_weight = {}, memory_plan const& plan = {});
+          std::vector<double> const& rank_weight = {}, memory_plan const& plan = {},
+          bool own_arena = true);
   /// Layout of the input batch (its owned block is what this rank's data loader fills).
   [[nodiscard]] halox::tensor_desc const& input_desc() const { return layers_[0]->in_desc(); }
   /// The input buffer (laid out as `input_desc()`, `input_desc().local_elements()` values).
@@ -105,6 +106,13 @@ public:
   /// Layers a segment may start at: where recomputing from the layer's input reproduces the
   /// forward (a layer that does not update its input in place), after the first layer.
   [[nodiscard]] std::vector<std::size_t> segment_starts() const;
+  /// Bytes of the arena the plan in force needs (see `bind`).
+  [[nodiscard]] std::size_t arena_need() const noexcept { return need_; }
+  /// Places the step's buffers in `base` (at least `arena_need()` bytes, 64-byte aligned),
+  /// which the caller owns: networks that never run at the same time (other batch sizes) can
+  /// share one. Only for a network built without an arena of its own; call again after
+  /// `set_plan`.
+  void bind(T* base);
   /// The arena bytes plan `p` would take on this rank (pure arithmetic).
   [[nodiscard]] std::size_t arena_bytes(memory_plan const& p) const;
   /// `k` segments (k - 1 of them recomputed) whose starts split the activations into parts of
@@ -162,7 +170,10 @@ private:
   // Storages, by id: 0..L-1 layer i's input, L.. its output where it is not the next layer's
   // input, 2L.. dx where moved, 3L.. dy, 4L.. the gradient a residual add sends back to layer
   // i. All live in `arena_`, placed by lifetime; `where_[id]` is a storage's address.
-  std::vector<T> arena_;
+  std::vector<T> arena_; // own_: the arena; otherwise empty and the caller's `bind`s it
+  bool own_ = true;
+  std::size_t need_ = 0;             // bytes of the arena of the plan in force
+  std::vector<std::size_t> offsets_; // of each storage in it
   std::vector<T*> where_;
   std::vector<halox::tensor_desc const*> skip_desc_; // layout of a skip source's output
   std::vector<bool> is_skip_source_;

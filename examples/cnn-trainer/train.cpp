@@ -54,14 +54,15 @@ public:
   void set_plan(memory_plan const& p) {
     plan_ = p;
     for (auto& e : nets_) e.net->set_plan(p);
+    fit_arena(true);
   }
   // What the networks kept hold on this rank (the shared scratch once); `peak`: with the
   // shared scratch at the most it has held.
   [[nodiscard]] std::size_t bytes(bool peak = false) const {
-    std::size_t b = 0, shared = 0;
+    std::size_t b = arena_.size() * sizeof(T), shared = 0;
     for (auto const& e : nets_) {
       step_memory const m = e.net->memory();
-      b += m.total() - m.shared;
+      b += m.total() - m.shared - m.arena;
       shared = peak ? m.shared_peak : m.shared;
     }
     return b + shared;
@@ -76,10 +77,17 @@ public:
       if (nets_.size() >= kept_) { // the least recently used goes
         auto lru = std::min_element(nets_.begin(), nets_.end(),
                                     [](entry const& a, entry const& b) { return a.used < b.used; });
+        if (bound_ == lru->net.get()) bound_ = nullptr;
         nets_.erase(lru);
       }
-      nets_.push_back({n, w, 0, std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_, w, plan_)});
+      nets_.push_back(
+          {n, w, 0, std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_, w, plan_, false)});
       hit = &nets_.back();
+      fit_arena(false);
+    }
+    if (bound_ != hit->net.get()) { // the arena holds nothing between steps: lend it on
+      hit->net->bind(arena_.data());
+      bound_ = hit->net.get();
     }
     hit->used = clock_;
     return *hit->net;
@@ -98,9 +106,24 @@ private:
   grid_cache& g_;
   build_options bo_;
   balancer const& bal_;
+  // One arena for all the networks: only one runs at a time, and a step leaves nothing in it
+  // that the next needs. Sized for the largest; `shrink`: also smaller when that is less.
+  void fit_arena(bool shrink) {
+    std::size_t need = 0;
+    for (auto const& e : nets_) need = std::max(need, e.net->arena_need());
+    std::size_t const have = arena_.size() * sizeof(T);
+    if (need > have || (shrink && need < have)) {
+      arena_.clear();
+      arena_.shrink_to_fit(); // the old one goes before the new one comes
+      arena_.assign(need / sizeof(T), T(0));
+    }
+    bound_ = nullptr; // every network is bound again when `get` hands it out
+  }
   std::size_t kept_;
   memory_plan plan_;
   std::vector<entry> nets_;
+  std::vector<T> arena_;
+  network<T> const* bound_ = nullptr; // the network bound to the arena last
   unsigned long clock_ = 0;
 };
 
