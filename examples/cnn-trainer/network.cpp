@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -123,7 +124,11 @@ network<T>::network(model_spec const& m, index_t batch, param_store<T>& ps,
   int nprocs = 0;
   MPI_Comm_size(grids.comm(), &nprocs);
   std::size_t const L = m.layers.size();
-  where_.assign(5 * L, nullptr); // sized once: skip sources point into it
+  // Sized once (skip sources point into it): the storages of plan_slots, then each layer's
+  // forward and backward share of the operators' scratch (memory_plan::scratch).
+  where_.assign(7 * L, nullptr);
+  need_fwd_.assign(L, {});
+  need_bwd_.assign(L, {});
   skip_desc_.assign(L, nullptr);
   skip_src_.assign(L, npos);
   skip_first_.assign(L, npos);
@@ -239,9 +244,10 @@ template <class T> void network<T>::plan_slots() {
   }
 }
 
-template <class T> std::vector<std::size_t> network<T>::storage_sizes() const {
+template <class T>
+std::vector<std::size_t> network<T>::storage_sizes(memory_plan const& p) const {
   std::size_t const L = layers_.size();
-  std::vector<std::size_t> n(5 * L, 0);
+  std::vector<std::size_t> n(7 * L, 0);
   auto note = [&](slot const& s) {
     if (s.id >= 0)
       n[static_cast<std::size_t>(s.id)] =
@@ -252,6 +258,10 @@ template <class T> std::vector<std::size_t> network<T>::storage_sizes() const {
     note(out_[i]);
     note(din_[i]);
     note(dout_[i]);
+    if (p.scratch && recorded_) {
+      n[5 * L + 2 * i] = need_fwd_[i].bytes;
+      n[5 * L + 2 * i + 1] = need_bwd_[i].bytes;
+    }
     if (is_skip_source_[i])
       n[4 * L + i] = static_cast<std::size_t>(skip_desc_[i]->local_elements()) * sizeof(T);
   }
@@ -370,6 +380,8 @@ template <class T> placement network<T>::place(memory_plan const& p) const {
       break;
     case act::fwd:
       if (fused_away_[i]) break;
+      if (p.scratch && recorded_ && need_fwd_[i].bytes)
+        u.add(static_cast<int>(5 * L + 2 * i), at, true);
       u.add(in_[i].id, at, false);
       u.add(out_[i].id, at, out_[i].id != in_[i].id);
       if (skip_src_[i] != npos) {
@@ -387,6 +399,8 @@ template <class T> placement network<T>::place(memory_plan const& p) const {
       break;
     case act::bwd:
       if (fused_away_[i]) break;
+      if (p.scratch && recorded_ && need_bwd_[i].bytes)
+        u.add(static_cast<int>(5 * L + 2 * i + 1), at, true);
       u.add(dout_[i].id, at, false);
       if (i > 0) u.add(din_[i].id, at, din_[i].id != dout_[i].id);
       if (layers_[i]->backward_reads_input()) u.add(in_[i].id, at, false);
@@ -400,7 +414,7 @@ template <class T> placement network<T>::place(memory_plan const& p) const {
     case act::halo: u.add(in_[i].id, at, false); break;
     }
   }
-  return place_buffers(storage_sizes(), u.v);
+  return place_buffers(storage_sizes(p), u.v);
 }
 
 template <class T> void network<T>::set_plan(memory_plan const& p) {
@@ -423,9 +437,10 @@ template <class T> void network<T>::set_plan(memory_plan const& p) {
   need_ = bytes;
   offsets_ = pl.offset;
   std::size_t const L = layers_.size();
-  std::vector<std::size_t> const n = storage_sizes();
+  std::vector<std::size_t> const n = storage_sizes(p);
   act_bytes_ = grad_bytes_ = 0;
-  for (std::size_t k = 0; k < where_.size(); ++k) (k < 2 * L ? act_bytes_ : grad_bytes_) += n[k];
+  for (std::size_t k = 0; k < 5 * L; ++k) (k < 2 * L ? act_bytes_ : grad_bytes_) += n[k];
+  placed_ = p.scratch && recorded_;
   if (own_) {
     arena_.assign(0, T(0));
     arena_.shrink_to_fit(); // the old arena goes before the new one comes
@@ -481,7 +496,9 @@ template <class T> memory_plan network<T>::segmented(int k, std::size_t keep_reo
   return p;
 }
 
-template <class T> std::size_t network<T>::predict(memory_plan const& p) const {
+template <class T> std::size_t network<T>::predict(memory_plan const& p0) const {
+  memory_plan p = p0;
+  p.scratch = plan_.scratch; // the operators' scratch placed as in the plan in force
   step_memory const m = memory();
   std::size_t ops = 0;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -513,9 +530,11 @@ template <class T> void network<T>::run(action const& a, step_context const& c) 
   case act::move_fwd: moves_[i]->forward(out_[i - 1].data, in_[i].data, *c.times); break;
   case act::fwd: {
     if (fused_away_[i]) break;
+    scratch_call(i, false, true);
     double const s0 = c.times->compute;
     layers_[i]->forward(in_[i].view(), out_[i].view(), c);
     c.times->split += c.times->compute - s0;
+    scratch_call(i, false, false);
     break;
   }
   case act::zero_skip: {
@@ -531,9 +550,11 @@ template <class T> void network<T>::run(action const& a, step_context const& c) 
   }
   case act::bwd: {
     if (fused_away_[i]) break;
+    scratch_call(i, true, true);
     double const s0 = c.times->compute;
     layers_[i]->backward(in_[i].view(), out_[i].view(), dout_[i].view(), din_[i].view(), c);
     c.times->split += c.times->compute - s0;
+    scratch_call(i, true, false);
     break;
   }
   case act::move_bwd: moves_[i]->backward(din_[i].data, dout_[i - 1].data, *c.times); break;
@@ -546,12 +567,33 @@ template <class T> void network<T>::run(action const& a, step_context const& c) 
   }
 }
 
+template <class T> void network<T>::scratch_call(std::size_t i, bool backward, bool on) {
+  halox::ops::scratch_need& need = backward ? need_bwd_[i] : need_fwd_[i];
+  if (recording_) {
+    if (on) {
+      halox::ops::scratch_mark();
+    } else { // the most any call of this layer asked, per buffer
+      halox::ops::scratch_need const got = halox::ops::scratch_asked();
+      need.bytes = 0;
+      for (std::size_t k = 0; k < std::size(need.part); ++k) {
+        need.part[k] = std::max(need.part[k], got.part[k]);
+        need.bytes += need.part[k];
+      }
+    }
+    return;
+  }
+  if (!placed_ || need.bytes == 0) return;
+  std::size_t const slot_id = 5 * layers_.size() + 2 * i + (backward ? 1 : 0);
+  halox::ops::lend_scratch(on ? where_[slot_id] : nullptr, need);
+}
+
 template <class T> void network<T>::forward(step_context const& c) {
   for (action const& a : forward_) {
     double const t0 = c.clock ? now() : 0, c0 = c.clock ? comm_time(*c.times) : 0;
     run(a, c);
     if (c.clock) tick(c, a.layer, t0, c0, true);
   }
+  if (!c.training && recording_) recording_ = false, recorded_ = true;
 }
 
 template <class T>
@@ -596,6 +638,7 @@ template <class T> void network<T>::backward(step_context const& c) {
       c.grads->progress(c.times->allreduce);
     if (c.clock) tick(c, a.layer, t0, c0, false);
   }
+  if (recording_) recording_ = false, recorded_ = true; // the first step told the scratch
 }
 
 template <class T> step_memory network<T>::memory() const {
@@ -628,7 +671,7 @@ std::string mib(std::size_t b) {
 template <class T> std::string network<T>::describe_memory() const {
   std::ostringstream os;
   std::size_t const L = layers_.size();
-  std::vector<std::size_t> const n = storage_sizes();
+  std::vector<std::size_t> const n = storage_sizes(plan_);
   for (std::size_t i = 0; i < L; ++i) {
     // A layer's activation: its output where it has a storage of its own (the next layer's
     // input, or its own output buffer); the first layer also its input.

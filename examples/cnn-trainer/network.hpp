@@ -45,6 +45,11 @@ struct memory_plan {
   /// right before backward first reads them: a convolution's input then lives through its own
   /// backward only. Cheaper than segments (no convolution runs twice).
   bool recompute_cheap = false;
+  /// Each layer call's share of the operators' shared scratch (the copies and scratchpads
+  /// oneDNN needs, recorded in the network's first step) is placed in the arena by lifetime and
+  /// lent to the call (ops::lend_scratch), sharing bytes with what is dead at that moment
+  /// instead of adding to the step's peak.
+  bool scratch = true;
 };
 
 /// Bytes one rank uses for a step, by kind (see `network::memory`).
@@ -106,6 +111,11 @@ public:
   /// Layers a segment may start at: where recomputing from the layer's input reproduces the
   /// forward (a layer that does not update its input in place), after the first layer.
   [[nodiscard]] std::vector<std::size_t> segment_starts() const;
+  /// The first step recorded what each layer's calls ask of the operators' shared scratch, and
+  /// the plan in force does not place it yet: `set_plan(plan())` does.
+  [[nodiscard]] bool scratch_ready() const noexcept {
+    return recorded_ && plan_.scratch && !placed_;
+  }
   /// Bytes of the arena the plan in force needs (see `bind`).
   [[nodiscard]] std::size_t arena_need() const noexcept { return need_; }
   /// Places the step's buffers in `base` (at least `arena_need()` bytes, 64-byte aligned),
@@ -150,9 +160,14 @@ private:
   };
   void plan_slots();
   [[nodiscard]] std::vector<action> schedule(memory_plan const& p) const;
-  [[nodiscard]] std::vector<std::size_t> storage_sizes() const;
+  [[nodiscard]] std::vector<std::size_t> storage_sizes(memory_plan const& p) const;
   [[nodiscard]] placement place(memory_plan const& p) const;
   void run(action const& a, step_context const& c);
+  // Around layer i's call: records what it asks of the shared scratch (first step), or lends it
+  // its place in the arena (`on`), or takes it back.
+  void scratch_call(std::size_t i, bool backward, bool on);
+  std::vector<halox::ops::scratch_need> need_fwd_, need_bwd_; // per layer
+  bool recording_ = true, recorded_ = false, placed_ = false;
   // Whether layer i keeps reorders under plan p.
   [[nodiscard]] bool keeps(std::size_t i, memory_plan const& p) const;
   // Cheap layers whose outputs are computed again in backward (memory_plan::recompute_cheap).

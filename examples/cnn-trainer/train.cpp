@@ -11,6 +11,7 @@
 #include "report.hpp"
 
 #include <halox/error.hpp>
+#include <halox/ops/provider.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -84,6 +85,13 @@ public:
           {n, w, 0, std::make_unique<network<T>>(m_, n, ps_, lp_, g_, bo_, w, plan_, false)});
       hit = &nets_.back();
       fit_arena(false);
+    }
+    if (hit->net->scratch_ready()) {
+      // Its first step recorded the operators' scratch per call: placed in the arena from
+      // now on, and their own buffers go.
+      hit->net->set_plan(hit->net->plan());
+      fit_arena(false);
+      halox::ops::release_shared_scratch();
     }
     if (bound_ != hit->net.get()) { // the arena holds nothing between steps: lend it on
       hit->net->bind(arena_.data());

@@ -1,5 +1,9 @@
 #include "ops/memory.hpp"
 
+#ifdef HALOX_OPS_ONEDNN
+#include "ops/onednn/onednn_common.hpp"
+#endif
+
 #include <halox/error.hpp>
 #include <halox/ops/provider.hpp>
 
@@ -176,6 +180,30 @@ void release_shared_scratch() noexcept {
   detail::release_shared_workspaces();
 #ifdef HALOX_OPS_ONEDNN
   detail::onednn::arena_release();
+#endif
+}
+
+void scratch_mark() noexcept {
+#ifdef HALOX_OPS_ONEDNN
+  detail::onednn::arena().mark();
+#endif
+}
+
+scratch_need scratch_asked() noexcept {
+  scratch_need n;
+#ifdef HALOX_OPS_ONEDNN
+  static_assert(static_cast<int>(detail::onednn::role::count) <= 8, "scratch_need::part");
+  detail::onednn::arena().asked(n.part);
+  for (std::size_t v : n.part) n.bytes += v;
+#endif
+  return n;
+}
+
+void lend_scratch(void* p, scratch_need const& need) noexcept {
+#ifdef HALOX_OPS_ONEDNN
+  detail::onednn::arena().lend(p, need.part);
+#else
+  (void)p, (void)need;
 #endif
 }
 

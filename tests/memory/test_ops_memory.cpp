@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <fstream>
 #include <new>
 #include <string>
@@ -199,5 +200,37 @@ TEST(OpsMemory, SharedScratchComesFromTheCallersAllocator) {
   halox::allocator half;
   half.allocate = [](std::size_t, halox::memory_kind) { return nullptr; };
   EXPECT_THROW(ops::set_scratch_allocator(half), halox::error);
+}
+} // namespace
+
+namespace {
+TEST(OpsMemory, ScratchLentByTheCallerServesTheCallsItWasRecordedFor) {
+  halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
+  tensor_desc const xd(g, {2, 16, 32, 32}, halox::dtype::float32);
+  ops::conv_params p;
+  p.pad_lo = p.pad_hi = {1, 1};
+  std::vector<index_t> const ws{16, 16, 3, 3};
+  ops::dist_conv<float> op(xd, ws, p);
+  std::vector<float> x = touched(op.input_desc()), y(op.output_desc().local_elements()),
+                     y2(y.size()), w(16 * 16 * 9, 0.01f);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.f;
+  auto run = [&](std::vector<float>& out) {
+    op.forward(tensor_view(op.input_desc(), x), {w.data(), ws}, nullptr,
+               tensor_view(op.output_desc(), out));
+  };
+  run(y); // chooses its layout
+  ops::scratch_mark();
+  run(y);
+  ops::scratch_need const need = ops::scratch_asked();
+  ops::release_shared_scratch();
+  std::vector<float> region(need.bytes / sizeof(float) + 16);
+  auto* base = reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(region.data()) + 63) /
+                                        64 * 64);
+  ops::lend_scratch(base, need);
+  run(y2);
+  ops::lend_scratch(nullptr, need);
+  // Every buffer the call needed came from the region: the operators grew none of their own.
+  EXPECT_EQ(ops::shared_scratch_bytes().host, 0u);
+  EXPECT_EQ(y, y2);
 }
 } // namespace

@@ -126,6 +126,23 @@ struct shared_scratch {
 /// Frees the calling thread's shared scratch (it grows again at the next call that needs it):
 /// for a caller about to allocate a large buffer of its own between training phases.
 void release_shared_scratch() noexcept;
+/// What a stretch of calls asked of the calling thread's shared scratch: the bytes of each of
+/// its buffers (a provider's copies of x and y, its scratchpads; `bytes` in all). Opaque but for
+/// `bytes`: record it with `scratch_mark` / `scratch_asked`, hand it back to `lend_scratch`.
+struct scratch_need {
+  std::size_t bytes = 0;    ///< in all, 64-byte multiples
+  std::size_t part[8] = {}; ///< per buffer of the provider's
+};
+/// Starts recording what the calls that follow ask of the calling thread's shared scratch.
+void scratch_mark() noexcept;
+/// What the calls since `scratch_mark` asked (a layout measurement's candidates not counted).
+[[nodiscard]] scratch_need scratch_asked() noexcept;
+/// Lends the calls that follow `[p, p + need.bytes)` (64-byte aligned, caller-owned) as their
+/// shared scratch, laid out as `need` says, until lent again; `p` null gives them their own
+/// buffers again. A caller that places its memory by lifetime records what each call asks once
+/// and lends it bytes dead at that moment, so that the scratch adds nothing to the step's peak
+/// of live buffers. A call asking more than `need` uses the operators' own buffers for it.
+void lend_scratch(void* p, scratch_need const& need) noexcept;
 /// Makes the calling thread's shared scratch come from `a` (host scratch as
 /// `memory_kind::host`, device scratch as `memory_kind::device`), so that a framework's caching
 /// allocator or memory planner owns it, as plans' workspaces come from a context's allocator.

@@ -17,7 +17,13 @@ context& ctx() {
 // Large buffers come straight from mmap, so that a buffer given back returns its pages to the
 // system at once (the allocator's heap may keep them once its threshold has grown).
 void* scratch_arena::get(role r, std::size_t bytes) {
-  buf& b = bufs_[static_cast<int>(r)];
+  int const k = static_cast<int>(r);
+  seen_[k] = std::max(seen_[k], (bytes + 63) / 64 * 64);
+  if (region_ && bytes <= cap_[k]) { // the caller's memory, lent for these calls
+    bufs_[k].stamp = ++next_;
+    return region_ + at_[k];
+  }
+  buf& b = bufs_[k];
   if (bytes > b.n) {
     drop(b);
     std::size_t const n = (bytes + 4095) / 4096 * 4096;
@@ -65,6 +71,25 @@ void scratch_arena::release() noexcept {
 }
 
 void scratch_arena::release(role r) noexcept { drop(bufs_[static_cast<int>(r)]); }
+
+void scratch_arena::mark() noexcept {
+  for (std::size_t& v : seen_) v = 0;
+}
+
+void scratch_arena::asked(std::size_t* per_role) const noexcept {
+  for (int k = 0; k < static_cast<int>(role::count); ++k) per_role[k] = seen_[k];
+}
+
+void scratch_arena::lend(void* p, std::size_t const* size) noexcept {
+  region_ = static_cast<char*>(p);
+  std::size_t at = 0;
+  for (int k = 0; k < static_cast<int>(role::count); ++k) {
+    at_[k] = at;
+    cap_[k] = p ? size[k] : 0;
+    at += cap_[k];
+    bufs_[k].stamp = ++next_; // what a role held is not where it is now
+  }
+}
 
 scratch_arena& arena() {
   thread_local scratch_arena a;

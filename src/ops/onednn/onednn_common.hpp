@@ -74,6 +74,25 @@ public:
   void release() noexcept;
   /// Frees the buffer of role `r`.
   void release(role r) noexcept;
+  /// Starts recording what each role is asked for (`asked`).
+  void mark() noexcept;
+  /// The most each role was asked for since `mark`, 64-byte rounded.
+  void asked(std::size_t* per_role) const noexcept;
+  /// Serves role r from [p + offset, p + offset + size[r]) (offsets in role order) from now on;
+  /// a role asked for more gets its own buffer. p null: own buffers again. Every stamp changes.
+  void lend(void* p, std::size_t const* size) noexcept;
+  /// Around a measurement of candidate layouts: what was recorded before it is what stays.
+  struct recorded {
+    std::size_t n[static_cast<int>(role::count)];
+  };
+  [[nodiscard]] recorded record() const noexcept {
+    recorded v{};
+    for (int k = 0; k < static_cast<int>(role::count); ++k) v.n[k] = seen_[k];
+    return v;
+  }
+  void restore(recorded const& v) noexcept {
+    for (int k = 0; k < static_cast<int>(role::count); ++k) seen_[k] = v.n[k];
+  }
 
 private:
   struct buf {
@@ -86,6 +105,10 @@ private:
   buf bufs_[static_cast<int>(role::count)];
   std::uint64_t next_ = 0;
   std::size_t peak_ = 0;
+  std::size_t seen_[static_cast<int>(role::count)] = {}; // asked since mark, rounded
+  char* region_ = nullptr;                                // lent memory, or null
+  std::size_t at_[static_cast<int>(role::count)] = {};   // each role's place in it
+  std::size_t cap_[static_cast<int>(role::count)] = {};  // and size
 
 public:
   // At thread exit the caller's allocator may be gone already: what it gave is left to it.

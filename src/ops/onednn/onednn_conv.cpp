@@ -379,8 +379,10 @@ void conv_engine::run(char const* op, conv_job const& job, float* dw_plain, bool
               e->run(job, scratch_dw.data(), k, buffers_for(*e, job, false, beside && k));
             });
           }
+        scratch_arena::recorded const before = arena().record();
         std::vector<double> secs = time_interleaved(phase[0]);
         for (double v : time_interleaved(phase[1])) secs.push_back(v);
+        arena().restore(before); // the chosen layout's calls say what they ask
         // The candidates sized the shared buffers for every layout tried; the chosen one's
         // calls size them again for what they need.
         arena().release();
