@@ -244,8 +244,7 @@ template <class T> void network<T>::plan_slots() {
   }
 }
 
-template <class T>
-std::vector<std::size_t> network<T>::storage_sizes(memory_plan const& p) const {
+template <class T> std::vector<std::size_t> network<T>::storage_sizes(memory_plan const& p) const {
   std::size_t const L = layers_.size();
   std::vector<std::size_t> n(7 * L, 0);
   auto note = [&](slot const& s) {

@@ -224,8 +224,8 @@ TEST(OpsMemory, ScratchLentByTheCallerServesTheCallsItWasRecordedFor) {
   ops::scratch_need const need = ops::scratch_asked();
   ops::release_shared_scratch();
   std::vector<float> region(need.bytes / sizeof(float) + 16);
-  auto* base = reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(region.data()) + 63) /
-                                        64 * 64);
+  auto* base =
+      reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(region.data()) + 63) / 64 * 64);
   ops::lend_scratch(base, need);
   run(y2);
   ops::lend_scratch(nullptr, need);

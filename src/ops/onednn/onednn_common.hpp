@@ -106,7 +106,7 @@ private:
   std::uint64_t next_ = 0;
   std::size_t peak_ = 0;
   std::size_t seen_[static_cast<int>(role::count)] = {}; // asked since mark, rounded
-  char* region_ = nullptr;                                // lent memory, or null
+  char* region_ = nullptr;                               // lent memory, or null
   std::size_t at_[static_cast<int>(role::count)] = {};   // each role's place in it
   std::size_t cap_[static_cast<int>(role::count)] = {};  // and size
 
