@@ -111,6 +111,12 @@ public:
   /// Layers a segment may start at: where recomputing from the layer's input reproduces the
   /// forward (a layer that does not update its input in place), after the first layer.
   [[nodiscard]] std::vector<std::size_t> segment_starts() const;
+  /// Whether some layer's output can be recomputed cheaply (memory_plan::recompute_cheap).
+  [[nodiscard]] bool has_cheap_layers() const {
+    for (std::size_t j = 0; j < layers_.size(); ++j)
+      if (cheap(j)) return true;
+    return false;
+  }
   /// The first step recorded what each layer's calls ask of the operators' shared scratch, and
   /// the plan in force does not place it yet: `set_plan(plan())` does.
   [[nodiscard]] bool scratch_ready() const noexcept {

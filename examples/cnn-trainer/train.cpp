@@ -236,7 +236,14 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   for (auto const& p : ps.params)
     fixed += (p.value.capacity() + p.grad.capacity() + p.velocity.capacity()) * sizeof(T);
   memory_budget<T> const budget(o, fixed, world);
-  nets.set_plan(budget.initial(first));
+  // The first step runs leaner than the rest (its calls measure layouts and grow the
+  // operators' scratch before it can be placed): without a budget it recomputes the cheap
+  // layers, where the options leave that open, and the plan the options ask for follows.
+  memory_plan const steady = budget.initial(first);
+  bool const lean_first = !o.max_memory && !o.recompute_cheap && first.has_cheap_layers();
+  memory_plan lean = steady;
+  lean.recompute_cheap = lean.recompute_cheap || lean_first;
+  nets.set_plan(lean);
   if (o.describe && (o.max_memory || !first.plan().segments.empty()))
     out.text(budget.describe(first.plan()) + "\n");
 
@@ -309,6 +316,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       double const to = now();
       opt.step(ps);
       t.compute += now() - to;
+      if (lean_first && s == first_step) nets.set_plan(steady);
       if (replan) {
         process_memory const pm = read_process_memory();
         memory_plan const p = budget.choose(net, pm.rss > base.rss ? pm.rss - base.rss : 0);
