@@ -258,8 +258,8 @@ template <class T> std::vector<std::size_t> network<T>::storage_sizes(memory_pla
     note(din_[i]);
     note(dout_[i]);
     if (p.scratch && recorded_) {
-      n[5 * L + 2 * i] = need_fwd_[i].bytes;
-      n[5 * L + 2 * i + 1] = need_bwd_[i].bytes;
+      n[5 * L + 2 * i] = lent(need_fwd_[i]);
+      n[5 * L + 2 * i + 1] = lent(need_bwd_[i]);
     }
     if (is_skip_source_[i])
       n[4 * L + i] = static_cast<std::size_t>(skip_desc_[i]->local_elements()) * sizeof(T);
@@ -379,7 +379,7 @@ template <class T> placement network<T>::place(memory_plan const& p) const {
       break;
     case act::fwd:
       if (fused_away_[i]) break;
-      if (p.scratch && recorded_ && need_fwd_[i].bytes)
+      if (p.scratch && recorded_ && lent(need_fwd_[i]))
         u.add(static_cast<int>(5 * L + 2 * i), at, true);
       u.add(in_[i].id, at, false);
       u.add(out_[i].id, at, out_[i].id != in_[i].id);
@@ -398,7 +398,7 @@ template <class T> placement network<T>::place(memory_plan const& p) const {
       break;
     case act::bwd:
       if (fused_away_[i]) break;
-      if (p.scratch && recorded_ && need_bwd_[i].bytes)
+      if (p.scratch && recorded_ && lent(need_bwd_[i]))
         u.add(static_cast<int>(5 * L + 2 * i + 1), at, true);
       u.add(dout_[i].id, at, false);
       if (i > 0) u.add(din_[i].id, at, din_[i].id != dout_[i].id);
@@ -581,7 +581,7 @@ template <class T> void network<T>::scratch_call(std::size_t i, bool backward, b
     }
     return;
   }
-  if (!placed_ || need.bytes == 0) return;
+  if (!placed_ || lent(need) == 0) return;
   std::size_t const slot_id = 5 * layers_.size() + 2 * i + (backward ? 1 : 0);
   halox::ops::lend_scratch(on ? where_[slot_id] : nullptr, need);
 }

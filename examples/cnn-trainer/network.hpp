@@ -173,6 +173,11 @@ private:
   // its place in the arena (`on`), or takes it back.
   void scratch_call(std::size_t i, bool backward, bool on);
   std::vector<halox::ops::scratch_need> need_fwd_, need_bwd_; // per layer
+  // The bytes of a call's scratch placed in the arena: none where it is small (under 4 MiB),
+  // which stays in the operators' own buffers, hot in cache from call to call.
+  static std::size_t lent(halox::ops::scratch_need const& n) {
+    return n.bytes >= (std::size_t(4) << 20) ? n.bytes : 0;
+  }
   bool recording_ = true, recorded_ = false, placed_ = false;
   // Whether layer i keeps reorders under plan p.
   [[nodiscard]] bool keeps(std::size_t i, memory_plan const& p) const;
