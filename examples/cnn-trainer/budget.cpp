@@ -80,22 +80,22 @@ template <class T> memory_plan memory_budget<T>::initial(network<T> const& net) 
   if (!o_.max_memory) return c.front();
   // Every rank must run the same schedule (recomputation makes collective calls): the plan of
   // least arena bytes on the rank that needs the most, a tie going to the one that keeps none.
-  std::vector<unsigned long> need(c.size());
+  std::vector<unsigned long> mine(c.size());
   for (std::size_t k = 0; k < c.size(); ++k)
-    need[k] = fixed_ + net.arena_bytes(c[k]) + (c[k].keep_reorders ? 1 : 0);
-  MPI_Allreduce(MPI_IN_PLACE, need.data(), static_cast<int>(need.size()), MPI_UNSIGNED_LONG,
-                MPI_MAX, world_);
+    mine[k] = fixed_ + net.arena_bytes(c[k]) + (c[k].keep_reorders ? 1 : 0);
+  std::vector<unsigned long> need(c.size());
+  MPI_Allreduce(mine.data(), need.data(), static_cast<int>(need.size()), MPI_UNSIGNED_LONG, MPI_MAX,
+                world_);
   std::size_t const best =
       static_cast<std::size_t>(std::min_element(need.begin(), need.end()) - need.begin());
   // Before any step only the parameters and the arena are known; a budget that cannot hold
-  // even those fails now, on every rank alike.
+  // even those fails now, on every rank alike, naming the rank that needs the most.
   if (need[best] > o_.max_memory) {
     int rank = 0;
     MPI_Comm_rank(world_, &rank);
-    unsigned long const here = fixed_ + net.arena_bytes(c[best]) + (c[best].keep_reorders ? 1 : 0);
-    unsigned long mine = here == need[best] ? static_cast<unsigned long>(rank) : 0; // the rank
-    MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_UNSIGNED_LONG, MPI_MAX, world_);
-    none_fits(need[best], static_cast<int>(mine));
+    unsigned long most = mine[best] == need[best] ? static_cast<unsigned long>(rank) : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_UNSIGNED_LONG, MPI_MAX, world_);
+    none_fits(need[best], static_cast<int>(most));
   }
   return c[best];
 }
@@ -105,11 +105,12 @@ memory_plan memory_budget<T>::choose(network<T> const& net, std::size_t grown) c
   std::vector<memory_plan> const c = candidates(net);
   std::size_t const accounted = fixed_ + net.memory().total();
   overhead_ = grown > accounted ? grown - accounted : 0;
+  std::vector<std::size_t> need(c.size());
   std::size_t first = c.size(), least = static_cast<std::size_t>(-1);
   for (std::size_t k = 0; k < c.size(); ++k) {
-    std::size_t const need = fixed_ + overhead_ + net.predict(c[k]);
-    least = std::min(least, need);
-    if (first == c.size() && need <= o_.max_memory) first = k;
+    need[k] = fixed_ + overhead_ + net.predict(c[k]);
+    least = std::min(least, need[k]);
+    if (first == c.size() && need[k] <= o_.max_memory) first = k;
   }
   int rank = 0;
   MPI_Comm_rank(world_, &rank);
@@ -119,7 +120,7 @@ memory_plan memory_budget<T>::choose(network<T> const& net, std::size_t grown) c
   mine[2] = least == most[1] ? static_cast<unsigned long>(rank) : 0;
   MPI_Allreduce(MPI_IN_PLACE, &mine[2], 1, MPI_UNSIGNED_LONG, MPI_MAX, world_);
   if (most[0] >= c.size()) none_fits(most[1], static_cast<int>(mine[2]));
-  predicted_ = fixed_ + overhead_ + net.predict(c[most[0]]);
+  predicted_ = need[most[0]];
   return c[most[0]];
 }
 

@@ -18,6 +18,10 @@ namespace trainer {
 /// zeros where that cannot be read.
 struct process_memory {
   std::size_t rss = 0, peak = 0;
+  /// The growth of both since `base` was read (0 where they shrank).
+  [[nodiscard]] process_memory since(process_memory const& base) const noexcept {
+    return {rss > base.rss ? rss - base.rss : 0, peak > base.rss ? peak - base.rss : 0};
+  }
 };
 [[nodiscard]] process_memory read_process_memory();
 /// Resets the high-water mark to the resident memory now (Linux: /proc/self/clear_refs), so that

@@ -360,11 +360,11 @@ struct use_list {
 } // namespace
 
 template <class T> std::size_t network<T>::arena_bytes(memory_plan const& p) const {
-  return place(p).bytes;
+  return place(p, schedule(p)).bytes;
 }
 
-template <class T> placement network<T>::place(memory_plan const& p) const {
-  std::vector<action> const s = schedule(p);
+template <class T>
+placement network<T>::place(memory_plan const& p, std::vector<action> const& s) const {
   std::size_t const L = layers_.size();
   use_list u;
   for (std::size_t t = 0; t < s.size(); ++t) {
@@ -424,11 +424,11 @@ template <class T> void network<T>::set_plan(memory_plan const& p) {
                   halox::errc::internal,
                   "memory plan: layer " + std::to_string(p.segments[k]) +
                       " cannot start a recomputed segment");
-  placement const pl = place(p);
+  std::vector<action> const s = schedule(p);
+  placement const pl = place(p, s);
   std::size_t const bytes = pl.bytes;
   live_peak_ = pl.live_peak;
   plan_ = p;
-  std::vector<action> const s = schedule(p);
   auto const mid =
       std::find_if(s.begin(), s.end(), [](action const& a) { return a.what == act::loss; });
   forward_.assign(s.begin(), mid);

@@ -167,7 +167,7 @@ private:
   void plan_slots();
   [[nodiscard]] std::vector<action> schedule(memory_plan const& p) const;
   [[nodiscard]] std::vector<std::size_t> storage_sizes(memory_plan const& p) const;
-  [[nodiscard]] placement place(memory_plan const& p) const;
+  [[nodiscard]] placement place(memory_plan const& p, std::vector<action> const& s) const;
   void run(action const& a, step_context const& c);
   // Around layer i's call: records what it asks of the shared scratch (first step), or lends it
   // its place in the arena (`on`), or takes it back.
@@ -195,7 +195,8 @@ private:
   std::vector<slot> in_, out_, dout_, din_; // x, y, dy and dx of each layer
   // Storages, by id: 0..L-1 layer i's input, L.. its output where it is not the next layer's
   // input, 2L.. dx where moved, 3L.. dy, 4L.. the gradient a residual add sends back to layer
-  // i. All live in `arena_`, placed by lifetime; `where_[id]` is a storage's address.
+  // i, 5L + 2i and 5L + 2i + 1 the operators' scratch of layer i's forward and backward. All
+  // live in the arena, placed by lifetime; `where_[id]` is a storage's address.
   std::vector<T> arena_; // own_: the arena; otherwise empty and the caller's `bind`s it
   bool own_ = true;
   std::size_t need_ = 0;             // bytes of the arena of the plan in force

@@ -319,7 +319,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       if (lean_first && s == first_step) nets.set_plan(steady);
       if (replan) {
         process_memory const pm = read_process_memory();
-        memory_plan const p = budget.choose(net, pm.rss > base.rss ? pm.rss - base.rss : 0);
+        memory_plan const p = budget.choose(net, pm.since(base).rss);
         nets.set_plan(p);
         out.text(budget.describe(p) + "\n");
       }
@@ -332,14 +332,13 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                     static_cast<double>(ids.size()) / dt,
                     dt,
                     t};
-      if (!o.log_json.empty() && rank == 0) { // this rank's memory, no collective
-        process_memory const pm = read_process_memory();
-        r.memory_peak = pm.peak > base.rss ? pm.peak - base.rss : 0;
-        r.memory_predicted = fixed + nets.bytes(true);
-      }
       ep.add(r, static_cast<double>(ids.size()));
       double const avg = (now() - t_start) / static_cast<double>(s + 1 - first_step);
       MPI_Pcontrol(0); // the step's record and progress line are output, not the step
+      if (!o.log_json.empty() && rank == 0) { // this rank's memory, no collective
+        r.memory_peak = read_process_memory().since(base).peak;
+        r.memory_predicted = fixed + nets.bytes(true);
+      }
       out.step(r, total_steps, avg * static_cast<double>(total_steps - s - 1));
       bool const epoch_end = b == steps_per_epoch - 1 || s + 1 == total_steps;
       if (epoch_end) {
@@ -367,15 +366,14 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
       network<T>& last = nets.get(last_batch);
       out.text_root(last.describe_tuned());
       // This rank's memory as accounted, and the process's peak growth since before training.
-      process_memory const pm = read_process_memory();
-      std::size_t const predicted = fixed + nets.bytes(true),
-                        measured = pm.peak > base.rss ? pm.peak - base.rss : 0;
+      process_memory const grown = read_process_memory().since(base);
+      std::size_t const predicted = fixed + nets.bytes(true), measured = grown.peak;
       unsigned long most[2] = {predicted, measured};
       MPI_Allreduce(MPI_IN_PLACE, most, 2, MPI_UNSIGNED_LONG, MPI_MAX, world);
       out.text_root("memory on rank 0:\n" + last.describe_memory() +
                     "  parameters, gradients, momentum and gradient sums " + mib(fixed) +
                     "\n  predicted peak " + mib(predicted) + ", measured peak " + mib(measured) +
-                    ", resident now " + mib(pm.rss > base.rss ? pm.rss - base.rss : 0) +
+                    ", resident now " + mib(grown.rss) +
                     " (growth since before the parameters)\n  over the ranks: predicted peak at "
                     "most " +
                     mib(most[0]) + ", measured peak at most " + mib(most[1]) + "\n");

@@ -29,11 +29,11 @@ struct measured_choice {
 bool find_choice(std::string const& provider, std::string const& key, measured_choice& out);
 /// Remembers a choice (and appends it to the cache file when one is configured).
 void store_choice(std::string const& provider, std::string const& key, measured_choice const& c);
-/// "name=1.23 ms" list of the costs, the chosen one marked with '*'.
 /// A cost meaning: not measured, since the candidate's scratch is much larger than its operands
 /// where another's is not.
 inline constexpr double padded_cost = -2.0;
 
+/// "name=1.23 ms" list of the costs, the chosen one marked with '*'.
 std::string format_costs(measured_choice const& c);
 
 } // namespace halox::ops::detail

@@ -198,11 +198,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
   bool const split = L.opt.overlap && L.bwd_tune.split();
   bool const gathers = want_dx && !L.dy_local;
   box_gather_plan& gather = L.gather_for(split);
-  // The gathered dy is needed until this call returns: it lives in the thread's shared
-  // workspace, not in one buffer per layer.
-  T* const ws = gathers ? static_cast<T*>(detail::shared_workspace(
-                              I.mem, static_cast<std::size_t>(gather.elements()) * sizeof(T)))
-                        : nullptr;
+  T* const ws = detail::gather_workspace<T>(L, gathers, gather);
   const_block_ref<T> const dy_ws = detail::gathered_dy<T>(gathers, L.out_own, ws, gather, dy_own);
   MPI_Request req = MPI_REQUEST_NULL;
   bool weights_done = false; // dw has been computed from dy_own in this call
@@ -288,10 +284,7 @@ template <class T> void dist_conv<T>::backward(tensor_view const& x, tensor_view
 }
 
 template <class T> void dist_conv<T>::exchange_halo(tensor_view const& x) {
-  auto& L = impl_->layer;
-  detail::check_layout(x, *L.in, "dist_conv::exchange_halo: x");
-  L.halo->start(x);
-  L.halo->wait();
+  impl_->layer.exchange_halo(x, "dist_conv::exchange_halo: x");
 }
 
 template <class T> memory_use dist_conv<T>::memory() const {

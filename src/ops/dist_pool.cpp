@@ -163,11 +163,7 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
   // Where no rank's dx reads dy of another rank (dy_local), dx reads dy in place: no gather.
   bool const gathers = !L.dy_local;
   box_gather_plan& gather = L.gather_for(L.opt.overlap && L.bwd_tune.split());
-  T* const ws =
-      gathers
-          ? static_cast<T*>(detail::shared_workspace(
-                detail::space_ops(L.mem), static_cast<std::size_t>(gather.elements()) * sizeof(T)))
-          : nullptr;
+  T* const ws = detail::gather_workspace<T>(L, gathers, gather);
   const_block_ref<T> const dy_ws = detail::gathered_dy<T>(gathers, L.out_own, ws, gather, dy_own);
   detail::run_tuned(
       L.opt, L.bwd_tune, L.tune_comm.get(), L.bwd_polls, L.in->grid().comm(),
@@ -188,10 +184,7 @@ void dist_pool<T>::backward(tensor_view const& x, tensor_view const& dy, tensor_
 }
 
 template <class T> void dist_pool<T>::exchange_halo(tensor_view const& x) {
-  auto& L = impl_->layer;
-  detail::check_layout(x, *L.in, "dist_pool::exchange_halo: x");
-  L.halo->start(x);
-  L.halo->wait();
+  impl_->layer.exchange_halo(x, "dist_pool::exchange_halo: x");
 }
 
 template <class T> memory_use dist_pool<T>::memory() const {

@@ -352,6 +352,12 @@ memory_use held(workspace_size const& w) noexcept {
 
 memory_use window_layer::plan_memory() const { return held(halo->workspace_bytes()); }
 
+void window_layer::exchange_halo(tensor_view const& x, char const* what) const {
+  check_layout(x, *in, what);
+  halo->start(x);
+  halo->wait();
+}
+
 std::vector<box> split_box(box const& b, int n) {
   std::vector<box> r;
   for (int i = 0, parts = slab_count(b, n); i < parts; ++i) r.push_back(slab(b, n, i));

@@ -5,6 +5,7 @@
 // boundary boxes, and the overlap loop that runs kernels around an exchange.
 
 #include "ops/dist_geometry.hpp"
+#include "ops/memory.hpp"
 
 #include <halox/box_gather.hpp>
 #include <halox/halo.hpp>
@@ -108,7 +109,20 @@ struct window_layer {
   /// What the plans hold for their life (the halo exchange's pack buffers and staging), as
   /// held memory; the dy a backward call gathers lives in the shared workspace.
   [[nodiscard]] memory_use plan_memory() const;
+  /// Fills x's halo as a forward call does (the operators' `exchange_halo`); `what` names the
+  /// caller in the layout check's error.
+  void exchange_halo(tensor_view const& x, char const* what) const;
 };
+
+/// Where a backward call of `L` gathers dy with `g` (null when it gathers nothing): the thread's
+/// shared workspace in the layer's memory space, needed until that call returns, not one buffer
+/// per layer.
+template <class T>
+[[nodiscard]] T* gather_workspace(window_layer const& L, bool gathers, box_gather_plan const& g) {
+  return gathers ? static_cast<T*>(shared_workspace(
+                       space_ops(L.mem), static_cast<std::size_t>(g.elements()) * sizeof(T)))
+                 : nullptr;
+}
 
 /// `w`'s areas as held memory (pinned host memory counts as host memory).
 [[nodiscard]] memory_use held(workspace_size const& w) noexcept;

@@ -58,6 +58,42 @@ bool sanitized() {
   return false;
 }
 
+// A 3x3 convolution of c channels on n x c x hw x hw floats (padding 1) on one rank, with
+// buffers for its forward and backward (touched: their pages are resident).
+struct conv_case {
+  halox::process_grid g{MPI_COMM_WORLD, {1, 1, 1, 1}};
+  std::vector<index_t> ws;
+  ops::dist_conv<float> op;
+  std::vector<float> x, y, dy, dx, w, dw;
+  conv_case(index_t n, index_t c, index_t hw)
+      : ws{c, c, 3, 3}, op(tensor_desc(g, {n, c, hw, hw}, halox::dtype::float32), ws, padded()),
+        x(touched(op.input_desc())), y(touched(op.output_desc())), dy(touched(op.output_desc())),
+        dx(touched(op.input_desc())), w(static_cast<std::size_t>(c * c * 9), 0.01f), dw(w.size()) {}
+  static ops::conv_params padded() {
+    ops::conv_params p;
+    p.pad_lo = p.pad_hi = {1, 1};
+    return p;
+  }
+  // Bytes of the buffers above: what the caller holds, not the operator.
+  [[nodiscard]] std::size_t bytes() const {
+    return (x.size() + y.size() + dy.size() + dx.size() + w.size() + dw.size()) * sizeof(float);
+  }
+  void forward(std::vector<float>& out) {
+    op.forward(tensor_view(op.input_desc(), x), {w.data(), ws}, nullptr,
+               tensor_view(op.output_desc(), out));
+  }
+  void backward() {
+    op.backward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), dy), {w.data(), ws},
+                tensor_view(op.input_desc(), dx), {dw.data(), ws}, nullptr);
+  }
+};
+
+// Host and device bytes of the shared scratch now.
+std::size_t shared_now() {
+  ops::shared_scratch const s = ops::shared_scratch_bytes();
+  return s.host + s.device;
+}
+
 // The growth matches the account: within a tenth of it, plus what the kernels' generated code
 // and the libraries' caches take (a few MiB).
 void expect_accounted(std::size_t grown, std::size_t accounted, char const* what) {
@@ -71,32 +107,19 @@ TEST(OpsMemory, ConvolutionAccountsForWhatItHolds) {
   if (sanitized()) GTEST_SKIP() << "a sanitizer's shadow memory is resident too";
   if (!ops::provider_built(ops::compute_provider::onednn))
     GTEST_SKIP() << "the reference kernels keep nothing between calls";
-  halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
-  tensor_desc const xd(g, {8, 32, 128, 128}, halox::dtype::float32);
-  ops::conv_params p;
-  p.pad_lo = p.pad_hi = {1, 1};
-  std::vector<index_t> const ws{32, 32, 3, 3};
   std::size_t const r0 = resident();
-  ops::dist_conv<float> op(xd, ws, p);
-  std::vector<float> x = touched(op.input_desc()), y = touched(op.output_desc()),
-                     dy = touched(op.output_desc()), dx = touched(op.input_desc()),
-                     w(32 * 32 * 9, 0.01f), dw(w.size());
-  std::size_t const mine =
-      (x.size() + y.size() + dy.size() + dx.size() + w.size() + dw.size()) * sizeof(float);
-  ops::shared_scratch const s0 = ops::shared_scratch_bytes();
+  conv_case cc(8, 32, 128);
+  ops::dist_conv<float>& op = cc.op;
+  std::size_t const s0 = shared_now();
   for (int i = 0; i < 2; ++i) {
-    op.forward(tensor_view(op.input_desc(), x), {w.data(), ws}, nullptr,
-               tensor_view(op.output_desc(), y));
-    op.backward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), dy), {w.data(), ws},
-                tensor_view(op.input_desc(), dx), {dw.data(), ws}, nullptr);
+    cc.forward(cc.y);
+    cc.backward();
   }
-  std::size_t const grown = resident() - r0 - mine;
+  std::size_t const grown = resident() - r0 - cc.bytes();
   ops::memory_use const m = op.memory();
-  ops::shared_scratch const s1 = ops::shared_scratch_bytes();
-  std::size_t const shared = s1.host + s1.device - s0.host - s0.device;
-  expect_accounted(grown, m.total() + shared, "dist_conv forward and backward");
+  expect_accounted(grown, m.total() + shared_now() - s0, "dist_conv forward and backward");
   // The kept copy of x is x itself in another layout: about its size.
-  std::size_t const xb = x.size() * sizeof(float);
+  std::size_t const xb = cc.x.size() * sizeof(float);
   EXPECT_EQ(m.kept_reorders, m.keepable_reorders);
   if (m.kept_reorders) {
     EXPECT_GE(m.kept_reorders, xb * 9 / 10);
@@ -121,7 +144,7 @@ TEST(OpsMemory, MaxPoolingKeepsCompactWinners) {
   std::vector<float> x = touched(op.input_desc()), y = touched(op.output_desc()),
                      dy = touched(op.output_desc()), dx = touched(op.input_desc());
   std::size_t const mine = (x.size() + y.size() + dy.size() + dx.size()) * sizeof(float);
-  ops::shared_scratch const s0 = ops::shared_scratch_bytes();
+  std::size_t const s0 = shared_now();
   for (int i = 0; i < 2; ++i) {
     op.forward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), y));
     op.backward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), dy),
@@ -129,9 +152,7 @@ TEST(OpsMemory, MaxPoolingKeepsCompactWinners) {
   }
   std::size_t const grown = resident() - r0 - mine;
   ops::memory_use const m = op.memory();
-  ops::shared_scratch const s1 = ops::shared_scratch_bytes();
-  std::size_t const shared = s1.host + s1.device - s0.host - s0.device;
-  expect_accounted(grown, m.total() + shared, "dist_pool forward and backward");
+  expect_accounted(grown, m.total() + shared_now() - s0, "dist_pool forward and backward");
   // Winners, not copies of x: at most an int per output.
   EXPECT_LE(m.held_host, y.size() * sizeof(int) + MiB);
 }
@@ -175,19 +196,9 @@ TEST(OpsMemory, SharedScratchComesFromTheCallersAllocator) {
   counting_pool pool;
   ops::set_scratch_allocator(pool.hooks());
   {
-    halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
-    tensor_desc const xd(g, {2, 16, 32, 32}, halox::dtype::float32);
-    ops::conv_params p;
-    p.pad_lo = p.pad_hi = {1, 1};
-    std::vector<index_t> const ws{16, 16, 3, 3};
-    ops::dist_conv<float> op(xd, ws, p);
-    std::vector<float> x = touched(op.input_desc()), y = touched(op.output_desc()),
-                       dy = touched(op.output_desc()), dx = touched(op.input_desc()),
-                       w(16 * 16 * 9, 0.01f), dw(w.size());
-    op.forward(tensor_view(op.input_desc(), x), {w.data(), ws}, nullptr,
-               tensor_view(op.output_desc(), y));
-    op.backward(tensor_view(op.input_desc(), x), tensor_view(op.output_desc(), dy), {w.data(), ws},
-                tensor_view(op.input_desc(), dx), {dw.data(), ws}, nullptr);
+    conv_case cc(2, 16, 32);
+    cc.forward(cc.y);
+    cc.backward();
     ops::shared_scratch const s = ops::shared_scratch_bytes();
     // Every byte of host scratch is the pool's (none where the provider needs none).
     EXPECT_EQ(pool.live, s.host);
@@ -205,32 +216,22 @@ TEST(OpsMemory, SharedScratchComesFromTheCallersAllocator) {
 
 namespace {
 TEST(OpsMemory, ScratchLentByTheCallerServesTheCallsItWasRecordedFor) {
-  halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
-  tensor_desc const xd(g, {2, 16, 32, 32}, halox::dtype::float32);
-  ops::conv_params p;
-  p.pad_lo = p.pad_hi = {1, 1};
-  std::vector<index_t> const ws{16, 16, 3, 3};
-  ops::dist_conv<float> op(xd, ws, p);
-  std::vector<float> x = touched(op.input_desc()), y(op.output_desc().local_elements()),
-                     y2(y.size()), w(16 * 16 * 9, 0.01f);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.f;
-  auto run = [&](std::vector<float>& out) {
-    op.forward(tensor_view(op.input_desc(), x), {w.data(), ws}, nullptr,
-               tensor_view(op.output_desc(), out));
-  };
-  run(y); // chooses its layout
+  conv_case cc(2, 16, 32);
+  for (std::size_t i = 0; i < cc.x.size(); ++i) cc.x[i] = static_cast<float>(i % 7) - 3.f;
+  std::vector<float> y2(cc.y.size());
+  cc.forward(cc.y); // chooses its layout
   ops::scratch_mark();
-  run(y);
+  cc.forward(cc.y);
   ops::scratch_need const need = ops::scratch_asked();
   ops::release_shared_scratch();
   std::vector<float> region(need.bytes / sizeof(float) + 16);
   auto* base =
       reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(region.data()) + 63) / 64 * 64);
   ops::lend_scratch(base, need);
-  run(y2);
+  cc.forward(y2);
   ops::lend_scratch(nullptr, need);
   // Every buffer the call needed came from the region: the operators grew none of their own.
   EXPECT_EQ(ops::shared_scratch_bytes().host, 0u);
-  EXPECT_EQ(y, y2);
+  EXPECT_EQ(cc.y, y2);
 }
 } // namespace

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 
-#include <algorithm>
-
 namespace halox::ops::detail::onednn {
 
 context& ctx() {
@@ -69,8 +67,6 @@ std::size_t scratch_arena::bytes() const noexcept {
 void scratch_arena::release() noexcept {
   for (buf& b : bufs_) drop(b);
 }
-
-void scratch_arena::release(role r) noexcept { drop(bufs_[static_cast<int>(r)]); }
 
 void scratch_arena::mark() noexcept {
   for (std::size_t& v : seen_) v = 0;

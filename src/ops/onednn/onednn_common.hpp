@@ -12,10 +12,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <initializer_list>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,8 +70,6 @@ public:
   [[nodiscard]] std::size_t peak() const noexcept { return peak_; }
   /// Frees every buffer.
   void release() noexcept;
-  /// Frees the buffer of role `r`.
-  void release(role r) noexcept;
   /// Starts recording what each role is asked for (`asked`).
   void mark() noexcept;
   /// The most each role was asked for since `mark`, 64-byte rounded.

@@ -90,10 +90,10 @@ struct conv_engine::exec {
   // x for backward-weights, dy for backward-data. Empty where this exec reorders no such input.
   memory kept_in;
   bound prim_kept;
-  // Bytes of src_m, dst_m and wei_m: none is allocated here. Each call binds them to buffers
-  // the engine hands it (the thread's shared scratch, or the engine's kept copy of x).
   memory pad_m; // the primitive's scratchpad, bound to the arena's pad role at each call
   std::size_t pad_bytes = 0;
+  // Bytes of src_m, dst_m and wei_m: none is allocated here. Each call binds them to buffers
+  // the engine hands it (the thread's shared scratch, or the engine's kept copy of x).
   std::size_t src_bytes = 0, dst_bytes = 0, wei_bytes = 0;
 
   exec(conv_job const& j, layout l) : lay(l) {
@@ -487,8 +487,8 @@ void conv_engine::run_exec(exec& ex, conv_job const& job, float* dw_plain, bool 
   ex.run(job, dw_plain, kept, b);
   if (kept) ++reused_;
   // What this call left reordered for the next backward call to read (a forward's x in this
-  // engine's kept copy, a backward-weights' dy in the shared dy_kept role, valid while that
-  // role's stamp is unchanged); any other call of the same kind replaces it.
+  // engine's kept copy, a backward-weights' dy in the shared dst role, valid while that role's
+  // stamp is unchanged); any other call of the same kind replaces it.
   if (job.kind == conv_kind::forward && ex.r_src)
     want_x_bytes_ = std::max(want_x_bytes_, (ex.src_bytes + 63) / 64 * 64);
   if (job.kind == conv_kind::forward)

@@ -100,7 +100,7 @@ private:
     exec const* ex = nullptr;
     void const* ptr = nullptr;
     void* data = nullptr;    // the reordered copy
-    std::uint64_t stamp = 0; // dy: the dy_kept role's stamp when it was written
+    std::uint64_t stamp = 0; // dy: the dst role's stamp when it was written
   };
   held held_x_, held_dy_;
   long reused_ = 0; // backward calls that read a kept input

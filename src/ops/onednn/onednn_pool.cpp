@@ -100,10 +100,11 @@ struct pool_engine::plan {
   dnnl::pooling_v2_forward fwd;
   dnnl::pooling_v2_backward bwd;
   // Dense copies of x, y, dx and dy, bound to the thread's shared scratch at each call
-  // (`bind_*`); ws_m, the winners, is the plan's own: forward keeps them for backward.
+  // (`io::bind`); ws_m, the winners, is the plan's own: forward keeps them for backward.
   memory src_m, dst_m, ws_m, dsrc_m, ddst_m;
   bool backward = false;
-  std::size_t fwd_pad = 0, bwd_pad = 0; // scratchpad bytes of the primitives
+  memory::desc fwd_pad_md, bwd_pad_md;  // the primitives' scratchpads
+  std::size_t fwd_pad = 0, bwd_pad = 0; // and their bytes
 
   [[nodiscard]] std::size_t held_bytes() const { return ws_m ? ws_m.get_desc().get_size() : 0; }
 
@@ -120,7 +121,8 @@ struct pool_engine::plan {
                                               : prop_kind::forward_inference,
                                  alg, src_md, dst_md, g.stride, g.kernel, g.dil, g.pl, g.pr),
         attr, c.eng);
-    fwd_pad = fwd_pd.scratchpad_desc().get_size();
+    fwd_pad_md = fwd_pd.scratchpad_desc();
+    fwd_pad = fwd_pad_md.get_size();
     impl = fwd_pd.impl_info_str();
     backward = for_backward;
     if (!for_backward || p.kind == pool_kind::max) {
@@ -133,7 +135,8 @@ struct pool_engine::plan {
       pooling_v2_backward::primitive_desc bpd(
           pooling_v2_backward::desc(alg, src_md, dst_md, g.stride, g.kernel, g.dil, g.pl, g.pr),
           attr, c.eng, fwd_pd);
-      bwd_pad = bpd.scratchpad_desc().get_size();
+      bwd_pad_md = bpd.scratchpad_desc();
+      bwd_pad = bwd_pad_md.get_size();
       impl = bpd.impl_info_str();
       bwd = pooling_v2_backward(bpd);
       dsrc_m = memory(src_md, c.eng, DNNL_MEMORY_NONE);
@@ -158,12 +161,11 @@ struct pool_engine::io {
   void add_pads() {
     auto& c = ctx();
     if (pl->fwd_pad && fwd && !fwd_pad_m) {
-      fwd_pad_m = memory(pl->fwd_pd.scratchpad_desc(), c.eng, DNNL_MEMORY_NONE);
+      fwd_pad_m = memory(pl->fwd_pad_md, c.eng, DNNL_MEMORY_NONE);
       fwd.add(DNNL_ARG_SCRATCHPAD, fwd_pad_m);
     }
     if (pl->bwd_pad && bwd && !bwd_pad_m) {
-      bwd_pad_m = memory(memory::desc({static_cast<memory::dim>(pl->bwd_pad)}, dt::u8, tag::a),
-                         c.eng, DNNL_MEMORY_NONE);
+      bwd_pad_m = memory(pl->bwd_pad_md, c.eng, DNNL_MEMORY_NONE);
       bwd.add(DNNL_ARG_SCRATCHPAD, bwd_pad_m);
     }
   }
