@@ -235,3 +235,21 @@ TEST(OpsMemory, ScratchLentByTheCallerServesTheCallsItWasRecordedFor) {
   EXPECT_EQ(cc.y, y2);
 }
 } // namespace
+
+namespace {
+TEST(OpsMemory, PointwiseAndChannelOperatorsHoldLittle) {
+  halox::process_grid g(MPI_COMM_WORLD, {1, 1, 1, 1});
+  tensor_desc const xd(g, {8, 32, 64, 64}, halox::dtype::float32);
+  std::vector<float> x = touched(xd), y = touched(xd), dy = touched(xd), dx = touched(xd);
+  ops::dist_relu<float> relu(xd);
+  relu.forward(tensor_view(xd, x), tensor_view(xd, y));
+  relu.backward(tensor_view(xd, x), tensor_view(xd, dy), tensor_view(xd, dx));
+  EXPECT_EQ(relu.memory().total(), 0u); // nothing kept: ReLU's backward reads x or y
+  ops::dist_lrn<float> lrn(xd, {5, 1e-4, 0.75, 1.0});
+  tensor_view const lx(lrn.input_desc(), x), ly(lrn.output_desc(), y);
+  lrn.forward(lx, ly);
+  lrn.backward(lx, tensor_view(lrn.output_desc(), dy), tensor_view(lrn.input_desc(), dx));
+  // Channels not split: no halo plans, no terms kept for another rank.
+  EXPECT_LE(lrn.memory().total(), 64u * 1024u);
+}
+} // namespace
