@@ -115,6 +115,16 @@ public:
   void start_reverse(std::vector<tensor_view> const& vs, reduce_op op = reduce_op::sum,
                      stream_handle stream = nullptr);
 
+  /// This rank will not run the plan's next forward (or `reverse`) exchange, because of `reason` (for
+  /// wrappers that check their inputs themselves and find them wrong, or that switch to
+  /// another plan). The exchange counts as executed and refused here: the peers that wait in
+  /// it for this rank raise errc::peer_failed naming `reason` at once, as after a failed
+  /// execute-time check. Returns true when every peer of the exchange skipped it too (the
+  /// ranks changed course together: nothing was sent and the plan runs on), false when a peer
+  /// went ahead with it (it has been told; this plan cannot run again). Waits for the peers'
+  /// answers at most the plan's timeout.
+  [[nodiscard]] bool skip_execution(std::string const& reason, bool reverse = false);
+
   /// Scratch memory the plan uses while executing (pack buffers, landing areas, staging).
   [[nodiscard]] workspace_size workspace_bytes() const noexcept;
   /// Hands the plan a caller-owned workspace (needed once before executing a plan built with

@@ -96,6 +96,12 @@ public:
   void start_inverse(tensor_view const& dst, tensor_view const& src,
                      stream_handle stream = nullptr);
 
+  /// This rank will not run the plan's next forward (or `inverse`) redistribution, because of
+  /// `reason`: as
+  /// halo_plan::skip_execution (true when every peer skipped it too, false when one went ahead
+  /// and has been told).
+  [[nodiscard]] bool skip_execution(std::string const& reason, bool inverse = false);
+
   /// Scratch memory the plan uses while executing (its own and the `halo_after` exchange's).
   [[nodiscard]] workspace_size workspace_bytes() const noexcept;
   /// Hands the plan a caller-owned workspace (see `halo_plan::set_workspace`).

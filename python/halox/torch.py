@@ -20,6 +20,8 @@ layers in the same order, forward and backward.
 
 import builtins
 import math
+import os
+import weakref
 
 import numpy as np
 import torch
@@ -31,6 +33,15 @@ import halox
 #: ("auto") would stall that step; point-to-point packing is the dependable default. Set it to
 #: "auto" (or pass backend= to a layer) to let halox measure.
 DEFAULT_BACKEND = "mpi_pack"
+
+#: How the layers check their inputs across the processes. "shape" (default): collectively
+#: once per new input shape (batch, channels, dtype, device) of a layer, when its plan is
+#: chosen; after that each process checks its own input, and a process whose input is wrong
+#: tells its peers through the plan (they raise halox.Error with code "peer_failed"), so a
+#: steady training step runs no collective besides the exchanges and reductions themselves.
+#: "always": one collective agreement per layer call (and the plans' own collective buffer
+#: checks), for debugging. The environment variable HALOX_TORCH_CHECKS sets the default.
+CHECKS = os.environ.get("HALOX_TORCH_CHECKS", "shape")
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -58,6 +69,74 @@ def _agree(comm, what, key, problem=None):
         seen = ", ".join(f"rank {r}: {k}" for r, (k, _) in enumerate(got))
         _fail(f"{what}: the ranks passed different (batch, channels, dtype): {seen}; every rank "
               "of a spatially parallel model must get the same mini-batch")
+
+
+def _checks_always():
+    if CHECKS not in ("shape", "always"):
+        _fail(f"halox.torch.CHECKS is {CHECKS!r} (or HALOX_TORCH_CHECKS); use 'shape' or "
+              "'always'")
+    return CHECKS == "always"
+
+
+def _key_of(x):
+    """(batch, channels, dtype name, device type) of an NC... tensor."""
+    return (x.shape[0], x.shape[1], str(x.dtype).replace("torch.", ""), x.device.type)
+
+
+class _InputState:
+    """Which input key (batch, channels, dtype, device) a layer runs with across its processes,
+    and the plan chosen for it.
+
+    A key is agreed collectively the first time a layer sees it (``_agree``). While every
+    process keeps passing that key, only local checks run. A process whose key changes first
+    skips the current plan's next execution (``skip_execution``): when every peer skipped it
+    too, all changed together (a smaller last batch) and they agree on the new key; when a peer
+    went ahead, that peer raises peer_failed and this process raises, naming both keys."""
+
+    def __init__(self, what, comm):
+        self.what = what
+        self.comm = comm
+        self.key = None
+        self.plan = None
+
+    def settle(self, key, problem, plans, build):
+        """The plan for ``key`` (this process's input), or halox.Error on every process of the
+        layer's plan when a process's input is wrong. ``problem``: this process's own finding
+        (None when its input is fine); ``plans``: the layer's plans per key; ``build(key)``
+        plans a new key (collective)."""
+        always = _checks_always()
+        if not always and self.plan is not None and key == self.key:
+            if problem is not None:
+                self.plan.skip_execution(f"{self.what}: {problem}")
+                self.failed(plans)
+                _fail(f"{self.what}: {problem}")
+            return self.plan
+        before, current = self.key, self.plan
+        self.key, self.plan = None, None
+        if not always and current is not None:
+            shown = problem if problem is not None else f"(batch, channels, dtype, device) {key}"
+            if not current.skip_execution(
+                    f"{self.what}: rank {halox.as_comm(self.comm).rank}'s input changed to "
+                    f"{shown}; every process must pass the same mini-batch shape"):
+                plans.pop(before, None)  # a peer went ahead: the plan cannot run again
+                _fail(f"{self.what}: this process's input changed from (batch, channels, dtype, "
+                      f"device) {before} to {shown} while other processes went on with the old "
+                      "shape; every process of a spatially parallel model must get the same "
+                      "mini-batch")
+        _agree(self.comm, self.what, None if problem is not None else key, problem)
+        plan = plans.get(key)
+        if plan is None:
+            plan = build(key)
+            plans[key] = plan
+        plan.checks = always
+        self.key, self.plan = key, plan
+        return plan
+
+    def failed(self, plans):
+        """After an execution of the current plan raised: it cannot run again, so the next call
+        agrees on a shape and plans anew (on every process: the peers' executions failed too)."""
+        plans.pop(self.key, None)
+        self.key, self.plan = None, None
 
 
 def _buffer_like(desc, like, zero=True):
@@ -162,46 +241,13 @@ def halo_exchange(x, plan):
     return _HaloExchange.apply(x, plan)
 
 
-class _OwnedToHaloed(torch.autograd.Function):
-    """The owned block ``x`` placed in a new local buffer of the plan's descriptor whose halos
-    are then exchanged: F.pad followed by halo_exchange, in one copy. Backward: the reverse
-    exchange, then the owned part (every halo cell's gradient has gone to its owner)."""
-
-    @staticmethod
-    def forward(ctx, x, plan):
-        desc = plan.descs[0]
-        y = _buffer_like(desc, x, zero=not _all_halos_written(plan))
-        y[desc.owned_slices] = x.detach()
-        plan.execute(y)
-        ctx.plan = plan
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        plan = ctx.plan
-        desc = plan.descs[0]
-        gb = _buffer_like(desc, g, zero=False)
-        gb.copy_(g)
-        plan.execute_reverse(gb, "sum")
-        return gb[desc.owned_slices], None
-
-
-def _all_halos_written(plan):
-    """True when a forward exchange writes every halo cell (received, or set at a boundary), so
-    a fresh buffer need not be zeroed first."""
-    desc = plan.descs[0]
-    opts = [desc.dist.options(d) for d in range(desc.ndim)]
-    return plan.boundary == halox.BoundaryFill.constant or all(
-        o.periodic or o.halo_lo == o.halo_hi == 0 for o in opts)
-
-
 class _Redistribute(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, plan):
         src, dst = plan.src, plan.dst
         xb = _as_buffer(x.detach(), src) if src is not None else None
         out = _buffer_like(dst, x) if dst is not None else x.new_zeros(0)
-        plan.execute(xb, out if dst is not None else None)
+        plan.execute(xb, out if dst is not None else None, stream=_stream_of(x))
         ctx.plan = plan
         ctx.like = x
         return out
@@ -212,7 +258,7 @@ class _Redistribute(torch.autograd.Function):
         src, dst = plan.src, plan.dst
         gin = _buffer_like(src, g) if src is not None else g.new_zeros(0)
         gb = _as_buffer(g.contiguous(), dst) if dst is not None else None
-        plan.execute_inverse(gb, gin if src is not None else None)
+        plan.execute_inverse(gb, gin if src is not None else None, stream=_stream_of(g))
         return gin, None
 
 
@@ -242,15 +288,59 @@ class _AllReduceSum(torch.autograd.Function):
 
 
 def _allreduce(x, comm):
-    a = np.array(x.detach().cpu().numpy(), order="C")
-    halox.as_comm(comm).allreduce_inplace(a, "sum")
-    return torch.from_numpy(a).to(x.device)
+    out = x.detach().clone(memory_format=torch.contiguous_format)
+    _collectives(comm).allreduce_(out)
+    return out
 
 
 def all_reduce_sum(x, comm):
-    """Differentiable sum of ``x`` over the processes of ``comm`` (any communicator halox
-    accepts)."""
+    """Differentiable sum of ``x`` over the processes of ``comm`` (a :class:`SpatialGrid`, whose
+    reductions may run on a torch.distributed group, or any communicator halox accepts)."""
     return _AllReduceSum.apply(x, comm)
+
+
+class _Collectives:
+    """The reductions of halox.torch (batch-norm statistics, global pooling, gradient sums)
+    on tensors, in place: through a torch.distributed process group when one was given (the
+    tensor's own device, NCCL for CUDA tensors), else through halox's communicator (host
+    tensors directly; a CUDA tensor goes through host memory)."""
+
+    def __init__(self, comm, group=None):
+        self.comm = halox.as_comm(comm)
+        self.group = group
+        self.size = self.comm.size
+        self.rank = self.comm.rank
+
+    def allreduce_(self, t):
+        if t.numel() == 0:
+            return t
+        if self.group is not None:
+            torch.distributed.all_reduce(t, group=self.group)
+        elif t.is_cuda:
+            h = t.cpu()
+            self.comm.allreduce_inplace(h, "sum")
+            t.copy_(h)
+        else:
+            self.comm.allreduce_inplace(t, "sum")
+        return t
+
+    def allgather_(self, send, recv):
+        """recv[r] = rank r's send (recv: size x send's shape, contiguous)."""
+        if self.group is not None:
+            torch.distributed.all_gather(list(recv.unbind(0)), send, group=self.group)
+        elif send.is_cuda:
+            h = recv.cpu()
+            self.comm.allgather_into(send.cpu(), h)
+            recv.copy_(h)
+        else:
+            self.comm.allgather_into(send, recv)
+        return recv
+
+
+def _collectives(comm):
+    if isinstance(comm, SpatialGrid):
+        return comm.collectives
+    return _Collectives(comm)
 
 
 # ---- the grid ------------------------------------------------------------------------------------
@@ -262,9 +352,15 @@ class SpatialGrid:
     ``parts`` has one entry per spatial dimension (2 for NCHW, 3 for NCDHW); zeros are chosen
     for the communicator's size. Collective over ``comm`` (a :class:`halox.Comm`, an mpi4py
     communicator on halox's MPI, or an integer handle).
+
+    ``process_group``: a ``torch.distributed`` group of the same processes, in the same rank
+    order (for example ``torch.distributed.new_group(ranks)`` with the world ranks of this
+    grid's processes). When given, the layers' reductions (batch-norm statistics, global
+    pooling, :func:`sync_grads` with this grid) run on it, on the tensors' own device (NCCL
+    for CUDA tensors); halo exchanges and shuffles stay halox plans.
     """
 
-    def __init__(self, comm, parts):
+    def __init__(self, comm, parts, process_group=None):
         parts = [int(p) for p in parts]
         if len(parts) not in (1, 2, 3):
             _fail(f"SpatialGrid: {len(parts)} spatial dimensions; use 1, 2 or 3 (NCW, NCHW, NCDHW)")
@@ -279,6 +375,10 @@ class SpatialGrid:
         self.rank = self.grid.rank
         self.size = self.grid.size
         self.coords = tuple(self.grid.coords()[2:])
+        self.process_group = process_group
+        if process_group is not None:
+            _check_group(process_group, comm)
+        self.collectives = _Collectives(comm, process_group)
 
     @property
     def ndim(self):
@@ -308,6 +408,23 @@ class SpatialGrid:
 
     def __repr__(self):
         return f"SpatialGrid(parts={self.parts}, rank={self.rank})"
+
+
+def _check_group(group, comm):
+    """The torch.distributed group must hold the communicator's processes in its rank order."""
+    import torch.distributed as dist
+    comm = halox.as_comm(comm)
+    problem = None
+    if not dist.is_available() or not dist.is_initialized():
+        problem = ("torch.distributed is not initialised; call "
+                   "torch.distributed.init_process_group first or leave process_group out")
+    else:
+        mine = dist.get_rank(group)
+        if mine != comm.rank or dist.get_world_size(group) != comm.size:
+            problem = (f"it ranks this process {mine} of {dist.get_world_size(group)} but the "
+                       f"grid's communicator ranks it {comm.rank} of {comm.size}; build the group "
+                       "from the grid's processes in the communicator's rank order")
+    _agree(comm, "SpatialGrid(process_group=...)", "group", problem)
 
 
 def _as_tuple(v, n, name):
@@ -364,12 +481,17 @@ class _Window:
     The window rule is halox's own (``halox.window_output_shape``, ``halox.window_input_span``,
     the geometry of halox::ops): a process's halo must reach every input cell, padding
     included, that its output block reads, and halox descriptors carry one width per side for
-    all processes, so the widths are the maxima over the parts."""
+    all processes, so the widths are the maxima over the parts.
 
-    def __init__(self, what, size, parts, coords, k, s, p, d):
+    A dimension in one part (and not periodic) needs no exchange: torch pads it itself
+    (``pad``), exactly as the serial model does, and its halo is 0. Only split dimensions are
+    padded by the halo exchange's boundary fill."""
+
+    def __init__(self, what, size, parts, coords, k, s, p, d, periodic=False):
         self.in_size = tuple(size)
         self.halo = []
         self.local = []
+        self.pad = []
         out = []
         for dim, (e, P, kk, ss, pp, dd) in enumerate(zip(size, parts, k, s, p, d)):
             win = ([kk], [ss], [pp], [pp], [dd])
@@ -380,6 +502,12 @@ class _Window:
                       f"padding {pp}, dilation {dd}; enlarge the input or the padding "
                       f"({err.message})")
             out.append(o)
+            if P == 1 and not periodic:
+                self.halo.append((0, 0))
+                self.local.append(slice(0, e))
+                self.pad.append(pp)
+                continue
+            self.pad.append(0)
             din = halox.Distribution([e], "float32", [P])
             dout = halox.Distribution([o], "float32", [P])
             lo_w = hi_w = 0
@@ -402,14 +530,95 @@ class _Window:
             origin = ilo - lo_w  # global index of local buffer position 0
             self.local.append(slice(need_lo - origin, need_hi - origin))
         self.out_size = tuple(out)
+        self.pad = tuple(self.pad)
+        #: True when no dimension is exchanged: the layer is torch's operator on the block.
+        self.local_only = all(h == (0, 0) for h in self.halo) and not periodic
 
     def options(self, periodic=False):
         return [None, None] + [halox.DimOptions(lo, hi, periodic) for lo, hi in self.halo]
 
 
+class _HaloBuffers:
+    """A layer's haloed input buffers, kept from call to call (one set per plan): a forward
+    writes the owned block into a free one and exchanges its halos there, so a steady step
+    allocates nothing for it. A buffer is busy from the forward that filled it until that
+    forward's backward has run, or its autograd graph is gone; a layer called again meanwhile
+    (shared weights, a second forward before backward) takes another buffer."""
+
+    def __init__(self):
+        self._sets = {}
+
+    def take(self, key, make):
+        pool = self._sets.setdefault(key, [])
+        for entry in pool:
+            ctx = entry[1]() if entry[1] is not None else None
+            if ctx is None or getattr(ctx, "done", False):
+                entry[1] = None
+                return entry
+        entry = [make(), None]
+        pool.append(entry)
+        return entry
+
+    def forget(self, key):
+        self._sets.pop(key, None)
+
+    def held_bytes(self):
+        return sum(e[0].numel() * e[0].element_size() for pool in self._sets.values()
+                   for e in pool)
+
+
+def _stream_of(t):
+    """torch's current CUDA stream for a CUDA tensor (as an integer handle), 0 otherwise."""
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+
+
+class _HaloedWindow(torch.autograd.Function):
+    """The cells a layer's local output block reads: the owned block ``x`` written into a kept
+    buffer of the plan's descriptor, its halos exchanged, and the window's slice returned (a
+    view of that buffer). Backward: the window's gradient in a buffer of the descriptor
+    (the incoming one when it already is), the reverse exchange (every halo cell's gradient
+    added into its owner), then the owned part. ``token`` (a scalar that requires grad) keeps
+    this node in the graph even when ``x`` needs no gradient, so that the buffer is released
+    when the graph is."""
+
+    @staticmethod
+    def forward(ctx, x, token, layer, key):
+        plan = layer._state.plan
+        desc = plan.descs[0]
+        entry = layer._halo_bufs.take(key, lambda: _buffer_like(desc, x, zero=True))
+        buf = entry[0]
+        entry[1] = weakref.ref(ctx)  # under no_grad the context goes at once, and so the claim
+        ctx.done = False
+        buf[desc.owned_slices].copy_(x.detach())
+        try:
+            plan.execute(buf, stream=_stream_of(buf))
+        except halox.Error:
+            layer._state.failed(layer._plans)
+            layer._halo_bufs.forget(key)
+            raise
+        ctx.layer, ctx.plan = layer, plan
+        return buf[layer._window_slices]
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        ctx.done = True
+        plan = ctx.plan
+        desc = plan.descs[0]
+        full = ctx.layer._window_full
+        if full and tuple(g.shape) == tuple(desc.local_shape) and all(
+                st == e or n <= 1 for st, e, n in zip(g.stride(), desc.strides, g.shape)):
+            gb = g  # torch's operator backward made it for this node alone: use it in place
+        else:
+            gb = _buffer_like(desc, g, zero=not full)
+            gb[ctx.layer._window_slices] = g
+        plan.execute_reverse(gb, "sum", stream=_stream_of(gb))
+        return gb[desc.owned_slices], None, None, None
+
+
 class _HaloedWindowMixin:
-    """Shared forward machinery: pad the owned block into the halo buffer, exchange, slice the
-    cells the local output block reads."""
+    """Shared forward machinery: the owned block into a kept halo buffer, exchange, the cells
+    the local output block reads."""
 
     def _init_dist(self, what, grid, input_size, k, s, p, d, periodic=False, fill=0.0,
                    backend=None):
@@ -419,44 +628,66 @@ class _HaloedWindowMixin:
         self.grid = grid
         self.input_size = input_size
         self._what = what
-        self._window = _Window(what, input_size, grid.parts, grid.coords, k, s, p, d)
+        self._window = _Window(what, input_size, grid.parts, grid.coords, k, s, p, d, periodic)
         self.output_size = self._window.out_size
         self._periodic = periodic
         self._fill = fill
         self._backend = backend
         self._plans = {}
+        self._state = _InputState(what, grid.comm)
+        self._halo_bufs = _HaloBuffers()
         self._owned = tuple(hi - lo for lo, hi in grid.split(input_size))
+        self._window_slices = (slice(None), slice(None)) + tuple(self._window.local)
+        # Whether the window is the whole halo buffer (then a gradient of the window is one of
+        # the buffer).
+        self._window_full = all(
+            sl.start == 0 and sl.stop == own + lo + hi
+            for sl, own, (lo, hi) in zip(self._window.local, self._owned, self._window.halo))
+        self._token = torch.zeros((), requires_grad=True)
+
+    def _problem(self, x):
+        nsp = self.grid.ndim
+        if x.dim() != nsp + 2:
+            return f"expected an N x C x {nsp}-d spatial block, got a {x.dim()}-d tensor"
+        if tuple(x.shape[2:]) != self._owned:
+            return (f"its block has spatial shape {tuple(x.shape[2:])} but it owns "
+                    f"{self._owned} of input_size {self.input_size}; pass each rank its "
+                    "block (SpatialGrid.local_slices)")
+        return None
+
+    def _build_plan(self, key):
+        desc = halox.TensorDesc(self.grid.grid, [key[0], key[1], *self.input_size], key[2],
+                                self._window.options(self._periodic))
+        # A new plan per key: buffers of the key's old plan (if any) are dropped with it.
+        self._halo_bufs.forget(key)
+        return halox.HaloPlan(desc, backend=self._backend or DEFAULT_BACKEND,
+                              boundary="untouched" if self._periodic else "constant",
+                              fill_value=self._fill,
+                              memory="device" if key[3] == "cuda" else "host")
 
     def _haloed(self, x):
-        nsp = self.grid.ndim
-        problem = None
-        if x.dim() != nsp + 2:
-            problem = f"expected an N x C x {nsp}-d spatial block, got a {x.dim()}-d tensor"
-        elif tuple(x.shape[2:]) != self._owned:
-            problem = (f"its block has spatial shape {tuple(x.shape[2:])} but it owns "
-                       f"{self._owned} of input_size {self.input_size}; pass each rank its "
-                       "block (SpatialGrid.local_slices)")
-        if problem is not None:
-            key = None
-        else:
-            key = (x.shape[0], x.shape[1], str(x.dtype).replace("torch.", ""))
-        _agree(self.grid.comm, self._what, key, problem)
-        plan = self._plans.get(key)
-        if plan is None:
-            desc = halox.TensorDesc(self.grid.grid, [x.shape[0], x.shape[1], *self.input_size],
-                                    key[2], self._window.options(self._periodic))
-            plan = halox.HaloPlan(desc, backend=self._backend or DEFAULT_BACKEND,
-                                  boundary="untouched" if self._periodic else "constant",
-                                  fill_value=self._fill)
-            plan.checks = False  # _agree has just checked the buffer collectively
-            self._plans[key] = plan
-        xh = _OwnedToHaloed.apply(x, plan)
-        return xh[(slice(None), slice(None)) + tuple(self._window.local)]
+        """The cells this process's output block reads (with the halos), and the padding torch
+        adds itself (dimensions in one part)."""
+        problem = self._problem(x)
+        if self._window.local_only:
+            # One process (every dimension in one part): nothing to exchange or agree on; torch
+            # pads like the serial model.
+            if problem is not None:
+                _fail(f"{self._what}: {problem}")
+            return x, self._window.pad
+        key = _key_of(x) if x.dim() >= 2 else None
+        self._state.settle(key, problem, self._plans, self._build_plan)
+        return _HaloedWindow.apply(x, self._token, self, key), self._window.pad
 
-    def halo_plan(self, batch, channels, dtype=torch.float32):
-        """The plan used for inputs of this batch size, channel count and dtype (None before the
-        first forward with them)."""
-        return self._plans.get((batch, channels, str(dtype).replace("torch.", "")))
+    def halo_plan(self, batch, channels, dtype=torch.float32, device="cpu"):
+        """The plan used for inputs of this batch size, channel count, dtype and device type
+        (None before the first forward with them, or when no dimension is exchanged)."""
+        return self._plans.get((batch, channels, str(dtype).replace("torch.", ""),
+                                torch.device(device).type))
+
+    def halo_buffer_bytes(self):
+        """Bytes of the halo buffers this layer keeps between calls."""
+        return self._halo_bufs.held_bytes()
 
 
 # ---- layers ----------------------------------------------------------------------------------------
@@ -481,8 +712,8 @@ class _DistConvNd(_HaloedWindowMixin):
                         self.padding, self.dilation, periodic=circular, backend=backend)
 
     def forward(self, x):
-        xs = self._haloed(x)
-        return self._conv(xs, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        xs, pad = self._haloed(x)
+        return self._conv(xs, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
     @classmethod
     def from_module(cls, conv, grid, input_size, backend=None):
@@ -539,7 +770,8 @@ class _DistPoolNd(_HaloedWindowMixin):
 class _DistMaxPoolNd(_DistPoolNd):
     # Max pooling pads with -inf: a padded cell never wins.
     def forward(self, x):
-        return self._pool(self._haloed(x), self._k, self._s, 0, self._d)
+        xs, pad = self._haloed(x)
+        return self._pool(xs, self._k, self._s, pad, self._d)
 
 
 class DistMaxPool2d(_DistMaxPoolNd, torch.nn.MaxPool2d):
@@ -571,8 +803,8 @@ class _DistAvgPoolNd(_DistPoolNd):
                   "use count_include_pad=True or no padding")
 
     def forward(self, x):
-        return self._pool(self._haloed(x), self._k, self._s, 0, False, True,
-                          self.divisor_override)
+        xs, pad = self._haloed(x)
+        return self._pool(xs, self._k, self._s, pad, False, True, self.divisor_override)
 
 
 class DistAvgPool2d(_DistAvgPoolNd, torch.nn.AvgPool2d):
@@ -598,42 +830,77 @@ class DistAvgPool3d(_DistAvgPoolNd, torch.nn.AvgPool3d):
         self._check_avg()
 
 
-def _global_stats(x, comm):
-    """Per-channel mean and (biased) variance of ``x`` over dims N and space of all processes
-    of ``comm``, as float64 NumPy arrays, and the total count. Each process's count, mean and
-    sum of squared deviations (from torch.var_mean) are gathered in one call and merged by
-    halox.bn_merge_stats, the merge of halox's C++ distributed batch norm (pairwise, accurate
-    when the mean is large against the spread)."""
-    c = x.shape[1]
-    dims = [0] + list(range(2, x.dim()))
-    n = x.numel() // c if c else 0
-    mean, m2 = np.zeros(c), np.zeros(c)
-    if n:
-        var, m = torch.var_mean(x.detach(), dims, unbiased=False)
-        mean = m.double().cpu().numpy()
-        m2 = var.double().cpu().numpy() * n
-    parts = halox.as_comm(comm).allgather((n, mean, m2))
-    total, gmean, gm2 = halox.bn_merge_stats(parts)
-    if total == 0:
-        return np.zeros(c), np.zeros(c), 0.0
-    return gmean, gm2 / total, float(total)
-
-
 class _SpatialBatchNorm(torch.autograd.Function):
-    """Batch-norm training step with the global statistics ``mean``, ``var`` (over ``count``
-    cells on all processes of ``comm``): torch's own fused batch_norm normalises. Backward: the
-    two per-channel sums the input gradient needs (of dy, and of dy * (x - mean)) are added
-    over the processes in one all-reduce; the weight and bias gradients are this process's
-    parts, which sync_grads adds up."""
+    """Batch-norm training step over the whole spatial split: torch's fused ``var_mean`` gives
+    this process's per-channel mean and M2, one all-gather of one small float64 tensor (count,
+    means, M2s of every process) on the tensor's device brings every process's, and they are
+    merged as halox's C++ batch norm merges them (Chan et al.'s pairwise formula, which does
+    not cancel when the mean is large against the spread; in closed form: every process's
+    deviation from the merged mean). torch's batch_norm then normalises with the merged
+    moments. Backward: the two per-channel sums the input gradient needs (of dy, and of
+    dy * (x - mean)) are added over the processes in one all-reduce; the weight and bias
+    gradients are this process's parts, which sync_grads adds up.
+
+    A process whose input has the wrong channel count still takes part in the all-gather (its
+    count is -1), so that every process raises instead of waiting."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, mean, var, count, comm, eps):
-        y = F.batch_norm(x.detach(), mean, var, None if weight is None else weight.detach(),
-                         None if bias is None else bias.detach(), False, 0.0, eps)
-        ctx.save_for_backward(x, weight, mean, torch.rsqrt(var + eps))
-        ctx.comm = comm
-        ctx.count = count
-        ctx.eps = eps
+    def forward(ctx, x, weight, bias, layer):
+        grid = layer.grid
+        c = layer.num_features
+        send, recv = layer._stats_buffers(x.device)
+        problem = None
+        if x.shape[1] != c:
+            problem = (f"its input has {x.shape[1]} channels but the layer normalises {c} "
+                       "(num_features)")
+            send.zero_()
+            send[0] = -1.0
+        else:
+            dims = [0] + list(range(2, x.dim()))
+            n = x.numel() // c if c else 0
+            send[0] = float(n)
+            if n:
+                var, mean = torch.var_mean(x.detach(), dims, unbiased=False)
+                send[1:1 + c].copy_(mean)
+                send[1 + c:].copy_(var).mul_(n)
+            else:
+                send[1:].zero_()
+        grid.collectives.allgather_(send, recv)
+        counts = recv[:, 0]
+        total = counts.sum()
+        if problem is not None:
+            _fail(f"{type(layer).__name__}: {problem}")
+        if recv.is_cuda:
+            # Reading the counts on the host would wait for the device; a device-side assert
+            # stops the step instead, in stream order.
+            torch._assert_async((counts >= 0).all() & (total > 0))
+        else:
+            bad = [r for r, v in enumerate(counts.tolist()) if v < 0]
+            if bad:
+                _fail(f"{type(layer).__name__}: rank(s) {bad} passed an input with the wrong "
+                      "channel count (see the error there)")
+            if float(total) == 0:
+                _fail(f"{type(layer).__name__}: no process holds a value to normalise (empty "
+                      "mini-batch)")
+        w = counts.unsqueeze(1)
+        mean = (w * recv[:, 1:1 + c]).sum(0) / total
+        dev = recv[:, 1:1 + c] - mean
+        m2 = recv[:, 1 + c:].sum(0) + (w * dev * dev).sum(0)
+        var = m2 / total
+        if layer.track_running_stats:
+            with torch.no_grad():
+                layer.num_batches_tracked += 1
+                m = (1.0 / float(layer.num_batches_tracked) if layer.momentum is None
+                     else layer.momentum)
+                unbiased = var * (total / torch.clamp(total - 1.0, min=1.0))
+                layer.running_mean.mul_(1 - m).add_(mean.to(layer.running_mean.dtype), alpha=m)
+                layer.running_var.mul_(1 - m).add_(unbiased.to(layer.running_var.dtype), alpha=m)
+        mean_t, var_t = mean.to(x.dtype), var.to(x.dtype)
+        y = F.batch_norm(x.detach(), mean_t, var_t, None if weight is None else weight.detach(),
+                         None if bias is None else bias.detach(), False, 0.0, layer.eps)
+        ctx.save_for_backward(x, weight, mean_t, torch.rsqrt(var_t + layer.eps))
+        ctx.layer = layer
+        ctx.count = total
         ctx.has_bias = bias is not None
         return y
 
@@ -641,64 +908,62 @@ class _SpatialBatchNorm(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):
         x, weight, mean, invstd = ctx.saved_tensors
+        layer = ctx.layer
+        eps = layer.eps
         shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
         # Torch's own backward in evaluation mode, given the global statistics, yields this
         # process's sum(dy) (the bias gradient) and sum(dy * xhat) (the weight gradient) in one
         # fused pass; sum(dy * (x - mean)) is the latter over invstd.
         w = weight if weight is not None else torch.ones_like(invstd)
         _, gw_local, gb_local = torch.ops.aten.native_batch_norm_backward(
-            g, x, w, mean, 1.0 / (invstd * invstd) - ctx.eps, None, None, False, ctx.eps,
+            g, x, w, mean, 1.0 / (invstd * invstd) - eps, None, None, False, eps,
             [False, True, True])
-        local = np.stack([gb_local.double().cpu().numpy(),
-                          (gw_local.double() / invstd.double()).cpu().numpy()])
-        summed = local.copy()
-        halox.as_comm(ctx.comm).allreduce_inplace(summed, "sum")
+        sums = torch.stack([gb_local.double(), gw_local.double() / invstd.double()])
+        layer.grid.collectives.allreduce_(sums)
         m = ctx.count
-        sum_g = torch.from_numpy(summed[0]).to(x.dtype).to(x.device)
-        sum_gxmu = torch.from_numpy(summed[1]).to(x.dtype).to(x.device)
+        sum_g = sums[0].to(x.dtype)
+        sum_gxmu = sums[1].to(x.dtype)
         scale = invstd if weight is None else weight * invstd
         # dx = w*invstd * (g - sum(g)/M - (x - mean) * invstd^2 * sum(g*(x - mean))/M)
         #    = g * a + x * b + c, per channel
-        b = -scale * invstd * invstd * sum_gxmu / m
-        shift = -scale * sum_g / m - mean * b
+        b = -scale * invstd * invstd * sum_gxmu / m.to(x.dtype)
+        shift = -scale * sum_g / m.to(x.dtype) - mean * b
         dx = x * b.reshape(shape)
         dx.add_(shift.reshape(shape)).addcmul_(g, scale.reshape(shape))
         gw = gw_local if weight is not None else None
         gb = gb_local if ctx.has_bias else None
-        return dx, gw, gb, None, None, None, None, None
+        return dx, gw, gb, None
 
 
 class _DistBatchNorm:
     """Batch norm whose training statistics cover the whole spatial split (see
-    _SpatialBatchNorm); evaluation with running statistics communicates nothing."""
+    _SpatialBatchNorm); evaluation with running statistics communicates nothing, and on a grid
+    of one process it is torch's own batch norm."""
 
     def _setup_bn(self, grid):
         if not isinstance(grid, SpatialGrid):
             _fail(f"{type(self).__name__}: grid must be a halox.torch.SpatialGrid")
         self.grid = grid
+        self._stats = {}
+
+    def _stats_buffers(self, device):
+        """The all-gather's send and receive tensors (float64, on ``device``), kept."""
+        bufs = self._stats.get(device)
+        if bufs is None:
+            per = 1 + 2 * self.num_features
+            bufs = (torch.zeros(per, dtype=torch.float64, device=device),
+                    torch.zeros(self.grid.size, per, dtype=torch.float64, device=device))
+            self._stats[device] = bufs
+        return bufs
 
     def forward(self, x):
         self._check_input_dim(x)
         use_batch = self.training or not self.track_running_stats
-        if not use_batch:
-            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                                False, 0.0, self.eps)
-        # The gather below needs the same channel count everywhere.
-        _agree(self.grid.comm, type(self).__name__, (x.shape[1], str(x.dtype)))
-        mean, var, n = _global_stats(x, self.grid.comm)
-        if self.training and self.track_running_stats:
-            with torch.no_grad():
-                self.num_batches_tracked += 1
-                m = (1.0 / float(self.num_batches_tracked) if self.momentum is None
-                     else self.momentum)
-                unbiased = torch.from_numpy(var * (n / max(n - 1.0, 1.0)))
-                self.running_mean.mul_(1 - m).add_(torch.from_numpy(mean).to(self.running_mean),
-                                                   alpha=m)
-                self.running_var.mul_(1 - m).add_(unbiased.to(self.running_var), alpha=m)
-        mean_t = torch.from_numpy(mean).to(dtype=x.dtype, device=x.device)
-        var_t = torch.from_numpy(var).to(dtype=x.dtype, device=x.device)
-        return _SpatialBatchNorm.apply(x, self.weight, self.bias, mean_t, var_t, n,
-                                       self.grid.comm, self.eps)
+        if not use_batch or self.grid.size == 1:
+            return torch.nn.modules.batchnorm._BatchNorm.forward(self, x)
+        # Training, or evaluation without running statistics (then track_running_stats is
+        # False and nothing is updated).
+        return _SpatialBatchNorm.apply(x, self.weight, self.bias, self)
 
 
 class DistBatchNorm2d(_DistBatchNorm, torch.nn.BatchNorm2d):
@@ -725,6 +990,7 @@ class _ToSample(torch.nn.Module):
         super().__init__()
         self.grid = grid
         self.input_size = _as_tuple(input_size, grid.ndim, "input_size")
+        self._owned = tuple(hi - lo for lo, hi in grid.split(self.input_size))
 
     def samples(self, batch):
         """slice of the mini-batch whose output rows this process holds."""
@@ -732,17 +998,11 @@ class _ToSample(torch.nn.Module):
         lo = d.part_start(0, self.grid.rank)
         return slice(lo, lo + d.part_size(0, self.grid.rank))
 
-    def _agree_on_input(self, x, what):
-        """Every rank checks its block's shape and shows (batch, channels, dtype name) in one
-        collective (see _agree); returns that key."""
-        owned = tuple(hi - lo for lo, hi in self.grid.split(self.input_size))
-        problem = None
-        if x.dim() != self.grid.ndim + 2 or tuple(x.shape[2:]) != owned:
-            problem = (f"its block has shape {tuple(x.shape)} but it owns {owned} of "
-                       f"input_size {self.input_size}")
-        key = None if problem else (x.shape[0], x.shape[1], str(x.dtype).replace("torch.", ""))
-        _agree(self.grid.comm, what, key, problem)
-        return key
+    def _problem(self, x):
+        if x.dim() != self.grid.ndim + 2 or tuple(x.shape[2:]) != self._owned:
+            return (f"its block has shape {tuple(x.shape)} but it owns {self._owned} of "
+                    f"input_size {self.input_size}")
+        return None
 
 
 class SpatialToSample(_ToSample):
@@ -758,21 +1018,23 @@ class SpatialToSample(_ToSample):
         self._backend = backend
         self._sample_grid = halox.ProcessGrid(grid.comm, [grid.size, 1] + [1] * grid.ndim)
         self._plans = {}
+        self._state = _InputState("SpatialToSample", grid.comm)
 
-    def _plan(self, x):
-        key = self._agree_on_input(x, "SpatialToSample")
-        plan = self._plans.get(key)
-        if plan is None:
-            shape = [x.shape[0], x.shape[1], *self.input_size]
-            src = halox.TensorDesc(self.grid.grid, shape, key[2])
-            dst = halox.TensorDesc(self._sample_grid, shape, key[2])
-            plan = halox.RedistributePlan(src, dst, backend=self._backend or DEFAULT_BACKEND)
-            plan.checks = False  # _agree has just checked the buffer collectively
-            self._plans[key] = plan
-        return plan
+    def _build(self, key):
+        shape = [key[0], key[1], *self.input_size]
+        src = halox.TensorDesc(self.grid.grid, shape, key[2])
+        dst = halox.TensorDesc(self._sample_grid, shape, key[2])
+        return halox.RedistributePlan(src, dst, backend=self._backend or DEFAULT_BACKEND,
+                                      memory="device" if key[3] == "cuda" else "host")
 
     def forward(self, x):
-        y = redistribute(x, self._plan(x))
+        key = _key_of(x) if x.dim() >= 2 else None
+        plan = self._state.settle(key, self._problem(x), self._plans, self._build)
+        try:
+            y = redistribute(x, plan)
+        except halox.Error:
+            self._state.failed(self._plans)
+            raise
         n = self.samples(x.shape[0])
         # A process that receives no sample has an all-zero local shape; give it the
         # (0, C, *size) shape the layers after the shuffle expect.
@@ -780,69 +1042,57 @@ class SpatialToSample(_ToSample):
 
 
 class _GlobalPool(torch.autograd.Function):
-    """Forward: every process reduces its cells of the window, one collective combines them and
-    each process keeps the rows of its samples. Backward: the rows' gradients are put together
-    in one all-reduce (each process needs every sample's gradient for its cells) and go to the
-    cells the forward reduced (all of them for avg, the winning cell for max)."""
+    """Output and backward of GlobalPoolToSample from the gathered partial results ``got``
+    (one row per process: status, then this process's partial sums, or maxima and their
+    window-wide indices). Backward: the rows' gradients are put together in one all-reduce
+    (each process needs every sample's gradient for its cells) and go to the cells the forward
+    reduced (all of them for avg, the winning cell for max)."""
 
     @staticmethod
-    def forward(ctx, x, layer):
+    def forward(ctx, x, layer, got, local_index):
         n, c = x.shape[0], x.shape[1]
         rows = layer.samples(n)
-        xs = x.detach()[(slice(None), slice(None)) + layer._local].reshape(n, c, -1)
-        comm = halox.as_comm(layer.grid.comm)
         ctx.layer, ctx.shape, ctx.rows = layer, x.shape, rows
+        parts = got[:, 1:]
         if layer.mode == "avg":
-            total = xs.sum(2).double().cpu().numpy() if xs.shape[2] else np.zeros((n, c))
-            comm.allreduce_inplace(total, "sum")
-            y = torch.from_numpy(total[rows] / layer.divisor)
+            y = parts.sum(0).reshape(n, c)[rows] / layer.divisor
         else:
-            # Each process's maximum and the window-wide flat index of its first occurrence;
-            # the global winner is the largest value, ties going to the smallest index (the
-            # first in row-major order, as torch's serial max pooling picks).
-            val = np.full((n, c), -np.inf)
-            idx = np.full((n, c), np.iinfo(np.int64).max, dtype=np.int64)
-            if xs.shape[2]:
-                v, a = xs.max(2)
-                val = v.double().cpu().numpy()
-                idx = layer._global_flat(a.cpu().numpy())
-            got = comm.allgather((val, idx))
-            vals = np.stack([g[0] for g in got])
-            idxs = np.stack([g[1] for g in got])
-            best = vals.max(0)
-            idxs = np.where(vals == best, idxs, np.iinfo(np.int64).max)
-            win = idxs.min(0)
-            # Cells are disjoint, so exactly one process holds each winning index.
-            ctx.mine = (idxs[comm.rank] == win) & (win != np.iinfo(np.int64).max)
-            ctx.local_index = layer._local_flat(win)
-            y = torch.from_numpy(best[rows])
-        return y.to(x.dtype).to(x.device).reshape(rows.stop - rows.start, c,
-                                                  *([1] * (x.dim() - 2)))
+            vals = parts[:, :n * c].reshape(-1, n, c)
+            idxs = parts[:, n * c:].reshape(-1, n, c)
+            best = vals.max(0).values
+            # The winner is the largest value, ties going to the smallest window-wide index
+            # (the first in row-major order, as torch's serial max pooling picks).
+            big = float(2 ** 53)
+            win = torch.where(vals == best, idxs, torch.full_like(idxs, big)).min(0).values
+            me = layer.grid.rank
+            ctx.mine = (idxs[me] == win) & (win < big)
+            ctx.local_index = local_index
+            y = best[rows]
+        return y.to(x.dtype).reshape(rows.stop - rows.start, c, *([1] * (x.dim() - 2)))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):
         layer, shape, rows = ctx.layer, ctx.shape, ctx.rows
         n, c = shape[0], shape[1]
-        full = np.zeros((n, c))
-        full[rows] = g.detach().reshape(rows.stop - rows.start, c).double().cpu().numpy()
-        halox.as_comm(layer.grid.comm).allreduce_inplace(full, "sum")
-        gt = torch.from_numpy(full).to(g.dtype).to(g.device)
+        full = torch.zeros(n, c, dtype=torch.float64, device=g.device)
+        full[rows] = g.detach().reshape(rows.stop - rows.start, c)
+        layer.grid.collectives.allreduce_(full)
+        gt = full.to(g.dtype)
         dx = torch.zeros(shape, dtype=g.dtype, device=g.device)
         window = dx[(slice(None), slice(None)) + layer._local]
         if window.numel() == 0:
-            return dx, None
+            return dx, None, None, None
         if layer.mode == "avg":
             window.copy_((gt / layer.divisor).reshape(n, c, *([1] * (len(shape) - 2)))
                          .expand_as(window))
         else:
             flat = torch.zeros(n, c, window[0, 0].numel(), dtype=g.dtype, device=g.device)
-            mine = torch.from_numpy(ctx.mine).to(g.device)
-            index = torch.from_numpy(np.where(ctx.mine, ctx.local_index, 0)).to(g.device)
-            flat.scatter_(2, index.unsqueeze(2), torch.where(mine, gt, torch.zeros_like(gt))
+            index = torch.where(ctx.mine, ctx.local_index, torch.zeros_like(ctx.local_index))
+            flat.scatter_(2, index.unsqueeze(2), torch.where(ctx.mine, gt, torch.zeros_like(gt))
                           .unsqueeze(2))
             window.copy_(flat.reshape(window.shape))
-        return dx, None
+        return dx, None, None, None
 
 
 class GlobalPoolToSample(_ToSample):
@@ -850,12 +1100,16 @@ class GlobalPoolToSample(_ToSample):
     sample and channel, the reduction of ``window`` (default: the whole map) over every process.
     Its output is sample-parallel, like :class:`SpatialToSample`'s: this process gets the rows
     :meth:`samples` names, shape (rows, C, 1, ...). Only (N, C) numbers travel, in one
-    collective, instead of the whole map a shuffle would move. :func:`parallelize` uses it for
-    ``AdaptiveAvgPool/AdaptiveMaxPool`` with output 1 and for avg/max pooling whose window
-    covers the map with one output cell.
+    all-gather of one tensor, instead of the whole map a shuffle would move. :func:`parallelize`
+    uses it for ``AdaptiveAvgPool/AdaptiveMaxPool`` with output 1 and for avg/max pooling whose
+    window covers the map with one output cell.
 
     ``window`` (per spatial dim) is the kernel anchored at cell 0, as an unpadded pooling layer
-    with a single output reads it; ``divisor`` (avg) defaults to the window's cell count."""
+    with a single output reads it; ``divisor`` (avg) defaults to the window's cell count.
+
+    The input shape (batch, channels, dtype, device) is agreed once per new shape; after that
+    each process's status rides in its row of the all-gather, so a wrong input on one process
+    still raises on every process, and a new shape on all of them is agreed anew."""
 
     def __init__(self, grid, input_size, mode="avg", window=None, divisor=None):
         if mode not in ("avg", "max"):
@@ -879,24 +1133,91 @@ class GlobalPoolToSample(_ToSample):
             self._lo.append(lo)
         self._local = tuple(local)
         self._local_extent = tuple(sl.stop for sl in local)
+        self._key = None
+        self._bufs = {}
 
     def _global_flat(self, local_flat):
         """Window-wide row-major index of local row-major indices into this process's cells."""
-        coords = np.unravel_index(local_flat, self._local_extent)
-        return np.ravel_multi_index(tuple(c + lo for c, lo in zip(coords, self._lo)),
-                                    self.window).astype(np.int64)
+        rest = local_flat
+        out = torch.zeros_like(local_flat)
+        stride = 1
+        for e, lo, k in reversed(list(zip(self._local_extent, self._lo, self.window))):
+            out += ((rest % e) + lo) * stride
+            rest = rest // e
+            stride *= k
+        return out
 
-    def _local_flat(self, global_flat):
+    def _to_local_flat(self, global_flat):
         """Local row-major index of window-wide indices (only meaningful for this process's)."""
-        coords = np.unravel_index(np.minimum(global_flat, math.prod(self.window) - 1),
-                                  self.window)
-        local = tuple(np.clip(c - lo, 0, max(e - 1, 0))
-                      for c, lo, e in zip(coords, self._lo, self._local_extent))
-        return np.ravel_multi_index(local, [max(e, 1) for e in self._local_extent])
+        rest = torch.clamp(global_flat, max=math.prod(self.window) - 1)
+        out = torch.zeros_like(global_flat)
+        stride = 1
+        for e, lo, k in reversed(list(zip(self._local_extent, self._lo, self.window))):
+            out += torch.clamp(rest % k - lo, 0, max(e - 1, 0)) * stride
+            rest = rest // k
+            stride *= max(e, 1)
+        return out
+
+    def _gather_buffers(self, key):
+        bufs = self._bufs.get(key)
+        if bufs is None:
+            per = 1 + (1 if self.mode == "avg" else 2) * key[0] * key[1]
+            dev = "cuda" if key[3] == "cuda" else "cpu"
+            bufs = (torch.zeros(per, dtype=torch.float64, device=dev),
+                    torch.zeros(self.grid.size, per, dtype=torch.float64, device=dev))
+            self._bufs = {key: bufs}  # one shape at a time
+        return bufs
 
     def forward(self, x):
-        self._agree_on_input(x, "GlobalPoolToSample")
-        return _GlobalPool.apply(x, self)
+        problem = self._problem(x)
+        key = _key_of(x) if x.dim() >= 2 else None
+        if _checks_always() or self._key is None:
+            self._key = None
+            _agree(self.grid.comm, "GlobalPoolToSample", None if problem else key, problem)
+            self._key = key
+        status = 0.0 if key == self._key and problem is None else (2.0 if problem else 1.0)
+        send, recv = self._gather_buffers(self._key)
+        n, c = self._key[0], self._key[1]
+        send[0] = status
+        local_index = None
+        with torch.no_grad():
+            if status != 0:
+                send[1:].zero_()
+            elif self.mode == "avg":
+                xs = x[(slice(None), slice(None)) + self._local].reshape(n, c, -1)
+                if xs.shape[2]:
+                    send[1:].copy_(xs.sum(2).reshape(-1))
+                else:
+                    send[1:].zero_()
+            else:
+                xs = x[(slice(None), slice(None)) + self._local].reshape(n, c, -1)
+                if xs.shape[2]:
+                    v, a = xs.max(2)
+                    send[1:1 + n * c].copy_(v.reshape(-1))
+                    send[1 + n * c:].copy_(self._global_flat(a).reshape(-1))
+                else:
+                    send[1:1 + n * c].fill_(-math.inf)
+                    send[1 + n * c:].fill_(float(2 ** 53))
+        self.grid.collectives.allgather_(send, recv)
+        statuses = recv[:, 0].tolist()  # a CUDA tensor's status waits for the device here
+        if any(statuses):
+            if problem is not None:
+                _fail(f"GlobalPoolToSample: {problem}")
+            bad = [r for r, v in enumerate(statuses) if v == 2.0]
+            if bad:
+                _fail(f"GlobalPoolToSample: rank(s) {bad} passed a wrong block (see the error "
+                      "there)")
+            if all(v == 1.0 for v in statuses):
+                self._key = None  # every process has a new shape: agree on it
+                return self.forward(x)
+            _fail(f"GlobalPoolToSample: the processes passed different (batch, channels, "
+                  f"dtype, device): this one {key}, the layer ran with {self._key} (ranks "
+                  f"{[r for r, v in enumerate(statuses) if v == 1.0]} changed); every process "
+                  "of a spatially parallel model must get the same mini-batch")
+        if self.mode == "max":
+            got_idx = recv[self.grid.rank, 1 + n * c:].reshape(n, c)
+            local_index = self._to_local_flat(got_idx.to(torch.int64))
+        return _GlobalPool.apply(x, self, recv, local_index)
 
     def extra_repr(self):
         return f"mode={self.mode!r}, input_size={self.input_size}, window={self.window}"
@@ -984,38 +1305,55 @@ def parallelize(model, grid, input_size, backend=None):
 def sync_params(module, comm, root=0):
     """Broadcasts every parameter and buffer of ``module`` from ``root`` (collective), so all
     processes start from the same model."""
-    comm = halox.as_comm(comm)
+    comm = halox.as_comm(comm.comm if isinstance(comm, SpatialGrid) else comm)
     for t in list(module.parameters()) + list(module.buffers()):
         with torch.no_grad():
-            a = t.detach().cpu().contiguous().numpy().copy()
-            comm.bcast_inplace(a, root=root)
-            t.copy_(torch.from_numpy(a))
+            h = t.detach().cpu().contiguous().clone()
+            comm.bcast_inplace(h, root=root)
+            t.copy_(h)
 
 
 def sync_grads(module, comm, op="sum"):
     """All-reduces the gradients of ``module``'s parameters in one message (collective).
 
-    ``op='sum'`` (default) is right for a spatially parallel model whose per-process losses add
-    up to the global loss: each process then holds a part of every gradient. ``op='mean'``
-    averages, for plain data parallelism where each process's loss is a full mean. A parameter
-    without a gradient counts as zero."""
+    ``comm``: a :class:`SpatialGrid` (its reductions, on its torch.distributed group when it
+    has one) or any communicator halox accepts. ``op='sum'`` (default) is right for a spatially
+    parallel model whose per-process losses add up to the global loss: each process then holds
+    a part of every gradient. ``op='mean'`` averages, for plain data parallelism where each
+    process's loss is a full mean. A parameter without a gradient counts as zero. The sum runs
+    in float64 on the parameters' device, in one flat buffer kept between calls."""
     if op not in ("sum", "mean"):
         _fail(f"sync_grads: op='{op}'; use 'sum' or 'mean'")
     params = [p for p in module.parameters() if p.requires_grad]
     if not params:
         return
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1)
-                      .double().cpu() for p in params]).numpy()
-    comm = halox.as_comm(comm)
-    comm.allreduce_inplace(flat, "sum")
-    if op == "mean":
-        flat /= comm.size
+    coll = _collectives(comm)
+    total = sum(p.numel() for p in params)
+    device = params[0].device
+    flat = getattr(module, "_halox_grad_flat", None)
+    if flat is None or flat.numel() != total or flat.device != device:
+        flat = torch.empty(total, dtype=torch.float64, device=device)
+        try:
+            module._halox_grad_flat = flat
+        except AttributeError:
+            pass
     offset = 0
     for p in params:
         n = p.numel()
-        g = torch.from_numpy(flat[offset:offset + n]).reshape(p.shape).to(p.dtype).to(p.device)
         if p.grad is None:
-            p.grad = g
+            flat[offset:offset + n].zero_()
+        else:
+            flat[offset:offset + n].copy_(p.grad.detach().reshape(-1))
+        offset += n
+    coll.allreduce_(flat)
+    if op == "mean":
+        flat /= coll.size
+    offset = 0
+    for p in params:
+        n = p.numel()
+        g = flat[offset:offset + n].reshape(p.shape)
+        if p.grad is None:
+            p.grad = g.to(p.dtype).clone()
         else:
             p.grad.copy_(g)
         offset += n

@@ -119,6 +119,28 @@ void bcast_inplace(py_comm const& c, py::handle buf, int root) {
   HALOX_MPI_CHECK(MPI_Bcast(b.data, n, MPI_BYTE, root, comm));
 }
 
+/// Every rank's `send` (a contiguous buffer of n elements) into `recv` (contiguous, size * n
+/// elements of the same type), in rank order: one MPI_Allgather, nothing pickled or allocated.
+void allgather_into(py_comm const& c, py::handle send, py::handle recv) {
+  MPI_Comm const comm = c.get("Comm.allgather_into");
+  local_buffer const s = inplace_buffer(send, "Comm.allgather_into (send)");
+  local_buffer const r = inplace_buffer(recv, "Comm.allgather_into (recv)");
+  int size = 0;
+  HALOX_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::size_t const n = element_count(s);
+  if (r.type != s.type || element_count(r) != n * static_cast<std::size_t>(size))
+    fail("Comm.allgather_into: recv holds " + std::to_string(element_count(r)) + " " +
+         halox::to_string(r.type) + " elements but " + std::to_string(size) + " ranks send " +
+         std::to_string(n) + " " + halox::to_string(s.type) +
+         " each; pass recv of the send's dtype with size * send.numel() elements");
+  std::size_t const bytes = n * halox::size_of(s.type);
+  int const count = checked_count(bytes, "Comm.allgather_into");
+  if (count == 0) return;
+  py::gil_scoped_release nogil;
+  HALOX_MPI_CHECK(
+      MPI_Allgather(s.data, count, MPI_BYTE, r.data, count, MPI_BYTE, comm));
+}
+
 /// mpi4py's lowercase semantics: a new value, the reduction of every rank's `value`.
 py::object allreduce_value(py_comm const& c, py::handle value, std::string const& op) {
   if (py::hasattr(value, "data_ptr") && py::hasattr(value, "element_size")) {
@@ -385,6 +407,9 @@ void bind_comm(py::module_& m) {
            "Collective. `root`'s picklable object on every process.")
       .def("bcast_inplace", &bcast_inplace, py::arg("buffer"), py::arg("root") = 0,
            "Collective. Overwrites a contiguous NumPy array or CPU tensor with `root`'s.")
+      .def("allgather_into", &allgather_into, py::arg("send"), py::arg("recv"),
+           "Collective. Every process's `send` (a contiguous NumPy array or CPU tensor) into "
+           "`recv` (size x send's elements, same dtype), in rank order; nothing is pickled.")
       .def("allgather", &allgather_object, py::arg("obj"),
            "Collective. The list of every process's picklable object, in rank order.")
       .def(

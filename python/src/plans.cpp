@@ -12,8 +12,10 @@
 
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace halox_py {
 
@@ -67,6 +69,22 @@ std::vector<py::handle> items_of(py::handle xs, std::size_t expected, std::strin
   return items;
 }
 
+/// Runs `build` (the buffer checks of one execution, without the collective check); when it
+/// throws, `skip` first tells the peers that this rank will not run the execution (so they
+/// raise peer_failed instead of waiting for it), then the error goes on.
+template <class Build, class Skip> void announced(Build&& build, Skip&& skip) {
+  try {
+    build();
+  } catch (halox::error const& e) {
+    skip(e.message());
+    throw;
+  } catch (py::error_already_set& e) {
+    std::string const why = e.what();
+    skip(why);
+    fail(why);
+  }
+}
+
 class py_halo_plan {
 public:
   py_halo_plan(py::handle descs, py::handle ctx, py::handle backend, py::handle boundary,
@@ -90,13 +108,17 @@ public:
       plan_ = std::make_unique<halox::halo_plan>(descs_, opts_);
   }
 
-  void execute(py::handle xs) {
-    auto vs = views(xs, "HaloPlan.execute");
+  void execute(py::handle xs, std::uintptr_t stream) {
+    auto vs = views(xs, "HaloPlan.execute", false);
     py::gil_scoped_release nogil;
-    plan_->execute(vs);
+    plan_->execute(vs, reinterpret_cast<halox::stream_handle>(stream));
+  }
+  bool skip_execution(std::string const& reason, bool reverse) {
+    py::gil_scoped_release nogil;
+    return plan_->skip_execution(reason, reverse);
   }
   void start(py::handle xs) {
-    auto vs = views(xs, "HaloPlan.start");
+    auto vs = views(xs, "HaloPlan.start", false);
     {
       py::gil_scoped_release nogil;
       plan_->start(vs);
@@ -105,7 +127,7 @@ public:
   }
   void start_reverse(py::handle xs, py::handle op) {
     auto const r = to_reduce_op(op);
-    auto vs = views(xs, "HaloPlan.start_reverse");
+    auto vs = views(xs, "HaloPlan.start_reverse", true);
     {
       py::gil_scoped_release nogil;
       plan_->start_reverse(vs, r);
@@ -119,11 +141,11 @@ public:
     }
     pending_ = py::none();
   }
-  void execute_reverse(py::handle xs, py::handle op) {
+  void execute_reverse(py::handle xs, py::handle op, std::uintptr_t stream) {
     auto const r = to_reduce_op(op);
-    auto vs = views(xs, "HaloPlan.execute_reverse");
+    auto vs = views(xs, "HaloPlan.execute_reverse", true);
     py::gil_scoped_release nogil;
-    plan_->execute_reverse(vs, r);
+    plan_->execute_reverse(vs, r, reinterpret_cast<halox::stream_handle>(stream));
   }
 
   halox::halo_plan const& plan() const { return *plan_; }
@@ -132,7 +154,7 @@ public:
   bool checks = true;
 
 private:
-  std::vector<halox::tensor_view> views(py::handle xs, std::string const& what) {
+  std::vector<halox::tensor_view> views(py::handle xs, std::string const& what, bool reverse) {
     std::vector<halox::tensor_view> vs;
     auto build = [&] {
       auto items = items_of(xs, descs_.size(), what);
@@ -145,7 +167,7 @@ private:
     if (checks)
       collective(plan_->get_context().comm(), what, build);
     else
-      build();
+      announced(build, [&](std::string const& why) { (void)plan_->skip_execution(why, reverse); });
     return vs;
   }
 
@@ -185,26 +207,30 @@ public:
                       : std::make_unique<halox::redistribute_plan>(*s, *d, opts_);
   }
 
-  void execute(py::handle src, py::handle dst) {
-    auto [s, d] = views(src, dst, "RedistributePlan.execute");
+  void execute(py::handle src, py::handle dst, std::uintptr_t stream) {
+    auto [s, d] = views(src, dst, "RedistributePlan.execute", false);
     py::gil_scoped_release nogil;
-    plan_->execute(s, d);
+    plan_->execute(s, d, reinterpret_cast<halox::stream_handle>(stream));
+  }
+  bool skip_execution(std::string const& reason, bool inverse) {
+    py::gil_scoped_release nogil;
+    return plan_->skip_execution(reason, inverse);
   }
   void start(py::handle src, py::handle dst) {
-    auto [s, d] = views(src, dst, "RedistributePlan.start");
+    auto [s, d] = views(src, dst, "RedistributePlan.start", false);
     {
       py::gil_scoped_release nogil;
       plan_->start(s, d);
     }
     pending_ = py::make_tuple(src, dst);
   }
-  void execute_inverse(py::handle dst, py::handle src) {
-    auto [s, d] = views(src, dst, "RedistributePlan.execute_inverse");
+  void execute_inverse(py::handle dst, py::handle src, std::uintptr_t stream) {
+    auto [s, d] = views(src, dst, "RedistributePlan.execute_inverse", true);
     py::gil_scoped_release nogil;
-    plan_->execute_inverse(d, s);
+    plan_->execute_inverse(d, s, reinterpret_cast<halox::stream_handle>(stream));
   }
   void start_inverse(py::handle dst, py::handle src) {
-    auto [s, d] = views(src, dst, "RedistributePlan.start_inverse");
+    auto [s, d] = views(src, dst, "RedistributePlan.start_inverse", true);
     {
       py::gil_scoped_release nogil;
       plan_->start_inverse(d, s);
@@ -227,7 +253,8 @@ public:
 
 private:
   std::pair<halox::tensor_view, halox::tensor_view> views(py::handle src, py::handle dst,
-                                                          std::string const& what) {
+                                                          std::string const& what,
+                                                          bool inverse) {
     halox::tensor_view s, d;
     auto build = [&] {
       if (plan_->is_source()) {
@@ -246,7 +273,7 @@ private:
     if (checks)
       collective(plan_->get_context().comm(), what, build);
     else
-      build();
+      announced(build, [&](std::string const& why) { (void)plan_->skip_execution(why, inverse); });
     return {s, d};
   }
 
@@ -354,15 +381,25 @@ void bind_plans(py::module_& m) {
            py::arg("descs"), py::kw_only(), py::arg("context") = py::none(),
            py::arg("backend") = "auto", py::arg("boundary") = "untouched",
            py::arg("fill_value") = 0.0, py::arg("memory") = "host", py::arg("tune") = py::none())
-      .def("execute", &py_halo_plan::execute, py::arg("x"),
-           "Forward exchange (owners -> halos) of x (or a list, one per planned tensor).")
+      .def("execute", &py_halo_plan::execute, py::arg("x"), py::kw_only(), py::arg("stream") = 0,
+           "Forward exchange (owners -> halos) of x (or a list, one per planned tensor). stream: "
+           "a CUDA stream handle (torch.cuda.current_stream().cuda_stream) for a device plan; "
+           "0 is the default stream.")
+      .def("skip_execution", &py_halo_plan::skip_execution, py::arg("reason"),
+           py::arg("reverse") = false,
+           "This rank will not run the next forward (or reverse) exchange: its peers waiting in "
+           "it raise halox.Error (peer_failed) naming reason. True when every peer skipped it "
+           "too (the plan runs on), False when one went ahead (the plan cannot run again).")
       .def("start", &py_halo_plan::start, py::arg("x"), "Begins a forward exchange.")
       .def("wait", &py_halo_plan::wait, "Completes the exchange begun by start/start_reverse.")
       .def("execute_reverse", &py_halo_plan::execute_reverse, py::arg("x"), py::arg("op") = "sum",
+           py::kw_only(), py::arg("stream") = 0,
            "Reverse exchange: halo cells combined into their owners with op (sum, max, min).")
       .def("start_reverse", &py_halo_plan::start_reverse, py::arg("x"), py::arg("op") = "sum")
       .def_readwrite("checks", &py_halo_plan::checks,
-                     "Check buffers collectively before executing (default True).")
+                     "Check buffers collectively before executing (default True). False: each rank checks "
+                     "its own, and one whose buffers fail tells its peers (they raise "
+                     "halox.Error with code peer_failed instead of waiting).")
       .def_property_readonly("descs", &py_halo_plan::descs)
       .def_property_readonly("boundary", [](py_halo_plan const& p) { return p.options().boundary; })
       .def_property_readonly("fill_value",
@@ -392,12 +429,18 @@ void bind_plans(py::module_& m) {
            py::arg("context") = py::none(), py::arg("backend") = "auto",
            py::arg("halo_after") = false, py::arg("memory") = "host", py::arg("tune") = py::none())
       .def("execute", &py_redistribute_plan::execute, py::arg("src"), py::arg("dst"),
+           py::kw_only(), py::arg("stream") = 0,
            "Forward: owned cells of src -> owned cells of dst (None for a side this rank is not "
            "part of).")
+      .def("skip_execution", &py_redistribute_plan::skip_execution, py::arg("reason"),
+           py::arg("inverse") = false,
+           "This rank will not run the next forward (or inverse) redistribution; see "
+           "HaloPlan.skip_execution.")
       .def("start", &py_redistribute_plan::start, py::arg("src"), py::arg("dst"))
       .def("wait", &py_redistribute_plan::wait)
       .def("execute_inverse", &py_redistribute_plan::execute_inverse, py::arg("dst"),
-           py::arg("src"), "Inverse: owned cells of dst -> owned cells of src.")
+           py::arg("src"), py::kw_only(), py::arg("stream") = 0,
+           "Inverse: owned cells of dst -> owned cells of src.")
       .def("start_inverse", &py_redistribute_plan::start_inverse, py::arg("dst"), py::arg("src"))
       .def_readwrite("checks", &py_redistribute_plan::checks)
       .def_property_readonly("src", &py_redistribute_plan::src)

@@ -155,6 +155,10 @@ void halo_plan::start_reverse(std::vector<tensor_view> const& vs, reduce_op op,
   impl_->engine->start(impl_->bufs.data(), true, detail::to_combine(op), stream);
 }
 
+bool halo_plan::skip_execution(std::string const& reason, bool reverse) {
+  return impl_->engine->skip(reverse ? 1 : 0, reason);
+}
+
 workspace_size halo_plan::workspace_bytes() const noexcept {
   return impl_->engine->workspace_bytes();
 }

@@ -176,20 +176,49 @@ void plan_engine::refuse_if_broken() const {
 }
 
 void plan_engine::settle_failure() {
-  if (failed_at_ < 0) return;
-  std::int64_t const n = std::exchange(failed_at_, -1);
   // Every peer answers within moments: it refused the execution too, or it waited for this rank
   // and was told (peer_failed). One that ran ahead without waiting never answers.
-  auto const until = deadline_after(2.0);
+  (void)settle_within(2.0);
+}
+
+bool plan_engine::settle_within(double seconds) {
+  if (failed_at_ < 0) return true;
+  std::int64_t const n = std::exchange(failed_at_, -1);
+  auto const until = deadline_after(seconds);
   peer_watch::answers a;
   do {
     watch_.collect();
     a = watch_.answers_for(n, failed_peers_);
-  } while (!a.answered && clock_type::now() < until);
+  } while (!a.answered && (seconds <= 0 || clock_type::now() < until));
   if (!a.all_refused && broken_.empty())
     broken_ = "execution " + std::to_string(n) + " failed on this rank (" + failed_why_ +
               ") while a peer went ahead with it";
   watch_.forget_before(n + 1);
+  return a.all_refused;
+}
+
+bool plan_engine::skip(int direction, std::string const& reason) {
+  HALOX_REQUIRE(!in_flight(), errc::invalid_state,
+                std::string(cfg_.label) +
+                    ": skip_execution called while an exchange is in flight; call wait() first");
+  std::int64_t const n = executions_++;
+  if (check_) {
+    // The execute-time round of the ranks that run this execution: a skipping rank shows a key
+    // no execution uses, so they see "another plan" and throw; the skippers see, in the minimum
+    // of that key, whether anyone ran it.
+    long long const key = 2LL * cfg_.tag + direction, skipped = key + (1LL << 40);
+    long long in[3] = {0, skipped, -skipped}, out[3] = {0, 0, 0};
+    allreduce_bounded(in, out, 3, MPI_LONG_LONG, MPI_MAX, cfg_.comm, cfg_.timeout,
+                      "the execute-time check (HALOX_CHECK) of a plan");
+    return out[2] == -skipped && out[0] == 0;
+  }
+  settle_failure();
+  refuse_if_broken();
+  tell_peers(n, direction, std::make_exception_ptr(error(errc::invalid_argument, reason)), false);
+  // A peer that skips too announces it when it reaches this execution, and one that runs it
+  // answers once it waits for this rank: both may first finish their own work, so wait as long
+  // as an execution would.
+  return settle_within(cfg_.timeout);
 }
 
 void plan_engine::tell_peers(std::int64_t n, int direction, std::exception_ptr const& why,

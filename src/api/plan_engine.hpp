@@ -72,6 +72,14 @@ public:
     agree_execute_round(direction, local);
   }
 
+  /// This rank will not take part in its next execution in `direction`, because of `reason`:
+  /// counted as one, and announced as a refused one (a failure notice to its peers, which
+  /// raise errc::peer_failed if they went ahead). Returns true when every peer of the execution
+  /// skipped it too (then no message of it exists and the plan runs on), false when one went
+  /// ahead (then the plan cannot run again). Waits for the peers' answers at most the plan's
+  /// timeout. With execute-time checking, the execute-time all-reduce carries the answer.
+  [[nodiscard]] bool skip(int direction, std::string const& reason);
+
   /// Begins an exchange (forward, or reverse combining with `op`) on the executor of that
   /// direction (an automatic choice's is the tuner's, see tune/tuned_executor.hpp).
   void start(void* const* bufs, bool reverse, combine_op op, void* stream);
@@ -116,6 +124,9 @@ private:
   /// refused it too (their notices arrive within seconds), no message of it was sent and the
   /// plan runs on; otherwise a peer went ahead and the plan cannot run again.
   void settle_failure();
+  /// settle_failure's wait for the peers' answers, at most `seconds`; true when every peer
+  /// refused the execution (or nothing was pending).
+  bool settle_within(double seconds);
   /// Waits for `e`; a failure marks the plan unusable.
   void finish(executor* e, void* stream);
   context ctx_;

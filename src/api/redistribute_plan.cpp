@@ -411,6 +411,10 @@ workspace_size redistribute_plan::workspace_bytes() const noexcept {
   return impl_->workspace_bytes();
 }
 void redistribute_plan::set_workspace(workspace const& w) { impl_->set_workspace(w); }
+bool redistribute_plan::skip_execution(std::string const& reason, bool inverse) {
+  return impl_->engine->skip(inverse ? 1 : 0, reason);
+}
+
 context const& redistribute_plan::get_context() const noexcept { return impl_->engine->ctx(); }
 
 backend redistribute_plan::selected_backend() const noexcept { return impl_->engine->selected(); }
