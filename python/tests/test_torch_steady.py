@@ -1,0 +1,214 @@
+"""halox.torch in the steady state: after a layer has agreed on an input shape it runs no
+collective check of its own, keeps its halo buffers, and still fails on every process, at
+once, when one process passes a wrong input."""
+
+import copy
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import halox  # noqa: E402
+import halox.torch as ht  # noqa: E402
+from helpers import COMM, agree, agree_close  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def small_model():
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(4, 3, 3, padding=1),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 2)).double()
+
+
+@pytest.fixture
+def agreements(monkeypatch):
+    """Names of the layers that ran a collective agreement, in call order."""
+    calls = []
+    real = ht._agree
+
+    def counting(comm, what, key, problem=None):
+        calls.append(what)
+        return real(comm, what, key, problem)
+
+    monkeypatch.setattr(ht, "_agree", counting)
+    return calls
+
+
+def step(par, x, grid, size):
+    out = par(x[grid.local_slices(size)])
+    out.sum().backward()
+    return out
+
+
+def test_a_steady_step_agrees_nothing(agreements):
+    n = COMM.size
+    size = (4 * n, 6)
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    par = ht.parallelize(small_model(), grid, size)
+    x = torch.randn(3, 2, *size, dtype=torch.float64)
+    step(par, x, grid, size)
+    first = len(agreements)
+    agree(first > 0, "the first step agrees on the shapes")
+    for _ in range(3):
+        step(par, x, grid, size)
+    agree(len(agreements) == first, f"steady steps agreed again: {agreements[first:]}")
+    for m in par.modules():
+        plans = getattr(m, "_plans", {})
+        agree(all(p.checks is False for p in plans.values()), "plans run without collective "
+              "buffer checks")
+    # A new batch size on every process is a new shape: agreed once, then steady again.
+    x2 = torch.randn(1, 2, *size, dtype=torch.float64)
+    step(par, x2, grid, size)
+    second = len(agreements)
+    agree(second > first, "a new batch size is agreed")
+    step(par, x2, grid, size)
+    step(par, x, grid, size)  # back to the first shape: its plans are kept, agreed once more
+    third = len(agreements)
+    step(par, x, grid, size)
+    agree(len(agreements) == third, "steady again")
+
+
+def test_debug_checks_agree_on_every_call(agreements, monkeypatch):
+    n = COMM.size
+    size = (4 * n, 6)
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    monkeypatch.setattr(ht, "CHECKS", "always")
+    conv = ht.DistConv2d(2, 2, 3, padding=1, grid=grid, input_size=size).double()
+    x = torch.randn(2, 2, *size, dtype=torch.float64)[grid.local_slices(size)]
+    for _ in range(3):
+        conv(x)
+    agree(len(agreements) == (3 if n > 1 else 0), f"agreements {agreements}")
+    if n > 1:
+        agree(conv.halo_plan(2, 2, torch.float64).checks is True, "collective buffer checks")
+    if n > 1:
+        monkeypatch.setattr(ht, "CHECKS", "sometimes")
+        with pytest.raises(halox.Error, match="CHECKS is 'sometimes'"):
+            conv(x)
+
+
+def test_halo_buffers_are_kept_and_never_shared_by_live_graphs():
+    n = COMM.size
+    if n < 2:
+        pytest.skip("one process exchanges nothing")
+    size = (4 * n, 5)
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    torch.manual_seed(1)
+    ser = nn.Conv2d(2, 3, 3, padding=1).double()
+    conv = ht.DistConv2d.from_module(copy.deepcopy(ser), grid, size)
+    x = torch.randn(2, 2, *size, dtype=torch.float64)
+    xl = x[grid.local_slices(size)]
+    ptrs = set()
+    for _ in range(3):
+        conv(xl).sum().backward()
+        pool = next(iter(conv._halo_bufs._sets.values()))
+        ptrs.add(pool[0][0].data_ptr())
+        agree(len(pool) == 1, f"{len(pool)} buffers")
+    agree(len(ptrs) == 1, "the same buffer every step")
+    agree(conv.halo_buffer_bytes() > 0, "halo_buffer_bytes")
+    # Two forwards before one backward (the layer used twice): each keeps its own buffer, and
+    # the gradients are the serial ones.
+    conv.weight.grad = None
+    ser.weight.grad = None
+    x2 = torch.randn(2, 2, *size, dtype=torch.float64)
+    (conv(xl) * 2 + conv(x2[grid.local_slices(size)])).sum().backward()
+    (ser(x) * 2 + ser(x2)).sum().backward()
+    g = ht.all_reduce_sum(conv.weight.grad, COMM)
+    agree_close(g, ser.weight.grad, atol=1e-10, what="weight grad of a layer used twice")
+    pool = next(iter(conv._halo_bufs._sets.values()))
+    agree(len(pool) == 2, f"{len(pool)} buffers for two live graphs")
+
+
+def expect_error_everywhere(fn, bound=20.0):
+    """Runs fn on every rank; returns (message or None, seconds)."""
+    t0 = time.perf_counter()
+    try:
+        fn()
+        msg = None
+    except halox.Error as e:
+        msg = str(e)
+    return msg, time.perf_counter() - t0
+
+
+def blocks(size):
+    """A grid whose processes all exchange with each other for a 3x3 window (2x1 or 2x2: faces
+    and corners), and this process's block shape."""
+    grid = ht.SpatialGrid(COMM, (0, 0))
+    return grid, tuple(hi - lo for lo, hi in grid.split(size))
+
+
+def test_wrong_block_in_the_steady_state_fails_everywhere_at_once():
+    n = COMM.size
+    if n < 2:
+        pytest.skip("needs peers")
+    size = (8, 8)
+    grid, block = blocks(size)
+    conv = ht.DistConv2d(1, 1, 3, padding=1, grid=grid, input_size=size)
+    good = torch.zeros(1, 1, *block)
+    conv(good)
+    conv(good)
+    wrong = (block[0] + 1, block[1])
+    bad = torch.zeros(1, 1, *wrong) if COMM.rank == 1 else good
+    msg, secs = expect_error_everywhere(lambda: conv(bad))
+    if COMM.rank == 1:
+        agree(msg is not None and str(wrong) in msg, msg)
+    else:
+        agree(msg is not None and "peer_failed" in msg and "rank 1" in msg, msg)
+    agree(secs < 20, f"took {secs:.1f} s")
+    # The layer plans anew and runs on.
+    out = conv(torch.ones(1, 1, *block))
+    agree(tuple(out.shape) == (1, 1, *block), "usable after the error")
+
+
+def test_wrong_dtype_in_the_steady_state_fails_everywhere_at_once():
+    n = COMM.size
+    if n < 2:
+        pytest.skip("needs peers")
+    size = (8, 8)
+    grid, block = blocks(size)
+    conv = ht.DistConv2d(1, 1, 3, padding=1, grid=grid, input_size=size)
+    good = torch.zeros(2, 1, *block)
+    conv(good)
+    odd = good.double() if COMM.rank == n - 1 else good
+    msg, secs = expect_error_everywhere(lambda: conv(odd))
+    if COMM.rank == n - 1:
+        agree(msg is not None and "changed" in msg and "float64" in msg, msg)
+    else:
+        agree(msg is not None and f"rank {n - 1}" in msg and "changed" in msg, msg)
+    agree(secs < 20, f"took {secs:.1f} s")
+    out = conv(good)
+    agree(tuple(out.shape) == (2, 1, *block), "usable after the error")
+
+
+def test_batch_norm_with_a_wrong_channel_count_fails_everywhere():
+    n = COMM.size
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    bn = ht.DistBatchNorm2d(3, grid=grid)
+    x = torch.randn(2, 3 if COMM.rank != 0 else 4, 4, 4)
+    msg, _ = expect_error_everywhere(lambda: bn(x))
+    if COMM.rank == 0:
+        agree(msg is not None and "4 channels" in msg, msg)
+    else:
+        agree(msg is not None and "rank(s) [0]" in msg, msg)
+
+
+def test_global_pool_survives_a_new_batch_and_rejects_a_lone_change():
+    n = COMM.size
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    size = (2 * n, 3)
+    g = ht.GlobalPoolToSample(grid, size, "avg")
+    for batch in (3, 3, 2, 3):
+        torch.manual_seed(batch)  # the same x on every process
+        x = torch.randn(batch, 2, *size, dtype=torch.float64)
+        out = g(x[grid.local_slices(size)])
+        ref = x.mean((2, 3), keepdim=True)[g.samples(batch)]
+        agree_close(out, ref, atol=1e-12, what=f"global average, batch {batch}")
+    if n < 2:
+        return
+    block = tuple(hi - lo for lo, hi in grid.split(size))
+    odd = torch.zeros(4 if COMM.rank == 0 else 3, 2, *block, dtype=torch.float64)
+    msg, _ = expect_error_everywhere(lambda: g(odd))
+    agree(msg is not None and "different" in msg, msg)
