@@ -676,7 +676,8 @@ class _HaloedWindowMixin:
             # that exchanges tells the peers.
             if problem is not None:
                 _fail(f"{self._what}: {problem}")
-            return x[self._window_slices], self._window.pad
+            # Slicing would add a node to the graph whose backward copies the whole gradient.
+            return (x if self._window_full else x[self._window_slices]), self._window.pad
         key = _key_of(x) if x.dim() >= 2 else None
         self._state.settle(key, problem, self._plans, self._build_plan)
         return _HaloedWindow.apply(x, self._token, self, key), self._window.pad
