@@ -295,3 +295,79 @@ TEST(PeerFailureNoWatchdog, NoticeEndsAnUnboundedWait) {
 }
 
 } // namespace
+
+namespace {
+
+// A wrapper that checks its inputs itself (halox.torch) skips an execution instead of running
+// it: when every rank skips, nothing was sent and the plan runs on; a lone skip is a failure
+// notice to the peers, as a failed execute-time check is.
+void skip_cases(bool check_execute) {
+  context ctx(MPI_COMM_WORLD);
+  tensor_desc const t = make_tensor();
+  halo_options o;
+  o.method = backend::mpi_pack;
+  o.check_execute = check_execute;
+  std::vector<double> x(t.local_elements(), 1.0);
+  {
+    halo_plan p(ctx, t, o);
+    p.execute(tensor_view(t, x));
+    EXPECT_TRUE(p.skip_execution("every rank changes course"));
+    EXPECT_TRUE(p.skip_execution("and once more, in reverse", true));
+    outcome const r = run([&] {
+      p.execute(tensor_view(t, x));
+      p.execute_reverse(tensor_view(t, x));
+    });
+    EXPECT_EQ(r.code, -1) << r.message;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    halo_plan p(ctx, t, o);
+    if (world_rank() == 0) {
+      double const t0 = MPI_Wtime();
+      EXPECT_FALSE(p.skip_execution("rank 0's input changed"));
+      EXPECT_LT(MPI_Wtime() - t0, report_within());
+      if (!check_execute) {
+        // A peer went ahead: messages of that execution may be queued, so the plan refuses.
+        outcome const again = run([&] { p.execute(tensor_view(t, x)); });
+        EXPECT_EQ(again.code, static_cast<int>(errc::invalid_state)) << again.message;
+      }
+    } else {
+      outcome const r = run([&] { p.execute(tensor_view(t, x)); });
+      if (check_execute) {
+        // The execute-time all-reduce shows the skip as another plan's execution.
+        EXPECT_EQ(r.code, static_cast<int>(errc::inconsistent_ranks)) << r.message;
+      } else {
+        expect_peer_failed(r, "rank 0's input changed");
+      }
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+} // namespace
+
+TEST(SkipExecution, TogetherKeepsThePlanAloneTellsThePeers) {
+  if (!all_neighbours()) GTEST_SKIP() << "needs 2 to 4 ranks";
+  skip_cases(false);
+}
+
+TEST(SkipExecution, UnderExecuteTimeChecks) {
+  if (!all_neighbours()) GTEST_SKIP() << "needs 2 to 4 ranks";
+  skip_cases(true);
+}
+
+TEST(SkipExecution, RedistributionSkippedByEveryRankRunsOn) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  context ctx(MPI_COMM_WORLD);
+  process_grid rows(MPI_COMM_WORLD, {world_size(), 1}), cols(MPI_COMM_WORLD, {1, world_size()});
+  index_t const n = 4 * world_size();
+  tensor_desc const a(rows, {n, n}, dtype::float32), b(cols, {n, n}, dtype::float32);
+  redistribute_options o;
+  o.method = backend::mpi_pack;
+  redistribute_plan p(ctx, a, b, o);
+  std::vector<float> src(a.local_elements(), 1.0f), dst(b.local_elements(), 0.0f);
+  EXPECT_TRUE(p.skip_execution("every rank skips"));
+  p.execute(tensor_view(a, src), tensor_view(b, dst));
+  for (float v : dst) ASSERT_EQ(v, 1.0f);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
