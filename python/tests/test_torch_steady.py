@@ -212,3 +212,18 @@ def test_global_pool_survives_a_new_batch_and_rejects_a_lone_change():
     odd = torch.zeros(4 if COMM.rank == 0 else 3, 2, *block, dtype=torch.float64)
     msg, _ = expect_error_everywhere(lambda: g(odd))
     agree(msg is not None and "different" in msg, msg)
+
+
+def test_batch_norm_statistics_do_not_cancel_on_a_large_mean():
+    # float32 values around 1e4 with unit spread: plain sums of squares would lose the variance.
+    n = COMM.size
+    size = (4 * n, 4)
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    bn = ht.DistBatchNorm2d(3, grid=grid)
+    ref = nn.BatchNorm2d(3).double()
+    torch.manual_seed(7)
+    x = 1e4 + torch.randn(2, 3, *size)
+    out = bn(x[grid.local_slices(size)])
+    expect = ref(x.double()).float()[grid.local_slices(size)]
+    agree_close(out.detach(), expect.detach(), atol=2e-3, what="normalised output")
+    agree_close(bn.running_var, ref.running_var.float(), rtol=1e-3, what="running variance")
