@@ -580,7 +580,11 @@ class _HaloedWindow(torch.autograd.Function):
     (the incoming one when it already is), the reverse exchange (every halo cell's gradient
     added into its owner), then the owned part. ``token`` (a scalar that requires grad) keeps
     this node in the graph even when ``x`` needs no gradient, so that the buffer is released
-    when the graph is."""
+    when the graph is.
+
+    A layer that applies a ReLU to its input first (``layer._relu_in``, set by parallelize for
+    a ReLU followed by an exchanging layer) writes the ReLU's output straight into the buffer:
+    the activation is then held once, in the buffer, and backward masks the gradient with it."""
 
     @staticmethod
     def forward(ctx, x, token, layer, key):
@@ -590,14 +594,17 @@ class _HaloedWindow(torch.autograd.Function):
         buf = entry[0]
         entry[1] = weakref.ref(ctx)  # under no_grad the context goes at once, and so the claim
         ctx.done = False
-        buf[desc.owned_slices].copy_(x.detach())
+        if layer._relu_in:
+            torch.clamp(x.detach(), min=0, out=buf[desc.owned_slices])
+        else:
+            buf[desc.owned_slices].copy_(x.detach())
         try:
             plan.execute(buf, stream=_stream_of(buf))
         except halox.Error:
             layer._state.failed(layer._plans)
             layer._halo_bufs.forget(key)
             raise
-        ctx.layer, ctx.plan = layer, plan
+        ctx.layer, ctx.plan, ctx.buf = layer, plan, buf
         return buf[layer._window_slices]
 
     @staticmethod
@@ -614,7 +621,11 @@ class _HaloedWindow(torch.autograd.Function):
             gb = _buffer_like(desc, g, zero=not full)
             gb[ctx.layer._window_slices] = g
         plan.execute_reverse(gb, "sum", stream=_stream_of(gb))
-        return gb[desc.owned_slices], None, None, None
+        gx = gb[desc.owned_slices]
+        if ctx.layer._relu_in:
+            # The buffer still holds the ReLU's output: it is busy until this backward.
+            gx = gx * (ctx.buf[desc.owned_slices] > 0)
+        return gx, None, None, None
 
 
 class _HaloedWindowMixin:
@@ -645,6 +656,19 @@ class _HaloedWindowMixin:
             sl.start == 0 and sl.stop == own + lo + hi
             for sl, own, (lo, hi) in zip(self._window.local, self._owned, self._window.halo))
         self._token = torch.zeros((), requires_grad=True)
+        self._relu_in = False
+
+    @property
+    def exchanges(self):
+        """Whether the layer exchanges halos (False: torch's operator on the block as it is)."""
+        return not self._window.local_only
+
+    def fuse_input_relu(self):
+        """Makes the layer apply a ReLU to its input, written straight into its halo buffer
+        (parallelize does this for a ReLU followed by an exchanging layer): the ReLU's output
+        is then held once, in the buffer, instead of once by the ReLU and once in the buffer."""
+        self._relu_in = True
+        return self
 
     def _problem(self, x):
         nsp = self.grid.ndim
@@ -676,6 +700,8 @@ class _HaloedWindowMixin:
             # that exchanges tells the peers.
             if problem is not None:
                 _fail(f"{self._what}: {problem}")
+            if self._relu_in:
+                x = torch.relu(x)
             # Slicing would add a node to the graph whose backward copies the whole gradient.
             return (x if self._window_full else x[self._window_slices]), self._window.pad
         key = _key_of(x) if x.dim() >= 2 else None
@@ -687,6 +713,10 @@ class _HaloedWindowMixin:
         (None before the first forward with them, or when no dimension is exchanged)."""
         return self._plans.get((batch, channels, str(dtype).replace("torch.", ""),
                                 torch.device(device).type))
+
+    def extra_repr(self):
+        extra = super().extra_repr()
+        return extra + (", relu_in=True" if self._relu_in else "")
 
     def halo_buffer_bytes(self):
         """Bytes of the halo buffers this layer keeps between calls."""
@@ -1240,6 +1270,14 @@ class GlobalPoolToSample(_ToSample):
 # ---- model-level helpers -----------------------------------------------------------------------
 
 
+def _fuse_relu(layers, d):
+    """A ReLU right before an exchanging window layer becomes part of it (its output is then
+    written straight into the layer's halo buffer); an Identity keeps its place and name."""
+    if layers and isinstance(layers[-1][1], torch.nn.ReLU) and d.exchanges:
+        layers[-1] = (layers[-1][0], torch.nn.Identity())
+        d.fuse_input_relu()
+
+
 def parallelize(model, grid, input_size, backend=None):
     """A spatially parallel copy of an ``nn.Sequential`` CNN, sharing its parameters.
 
@@ -1249,7 +1287,9 @@ def parallelize(model, grid, input_size, backend=None):
     the end of a ResNet) becomes a :class:`GlobalPoolToSample`, which reduces over the
     processes and leaves the output sample-parallel; before any other layer that mixes spatial
     positions (Flatten, Linear, adaptive pooling to more cells, ...) a :class:`SpatialToSample`
-    shuffle is inserted. The rest runs sample-parallel. The result
+    shuffle is inserted. The rest runs sample-parallel. A ReLU followed by a layer that
+    exchanges halos is done by that layer, which writes the ReLU's output straight into its halo
+    buffer (the ReLU's place holds an Identity), so that activation is held once. The result
     takes this process's spatial block of the input; ``result.shuffle.samples(N)`` says which
     samples its output rows are.
     """
@@ -1278,11 +1318,13 @@ def parallelize(model, grid, input_size, backend=None):
         elif n in conv and isinstance(m, conv[n][0]):
             d = conv[n][1].from_module(m, grid, size, backend)
             size = d.output_size
+            _fuse_relu(layers, d)
             layers.append((name, d))
         elif n in maxp and isinstance(m, maxp[n][0]):
             d = maxp[n][1](m.kernel_size, m.stride, m.padding, m.dilation, grid=grid,
                            input_size=size, backend=backend, ceil_mode=m.ceil_mode)
             size = d.output_size
+            _fuse_relu(layers, d)
             layers.append((name, d))
         elif n in avgp and isinstance(m, avgp[n][0]):
             d = avgp[n][1](m.kernel_size, m.stride, m.padding, ceil_mode=m.ceil_mode,
@@ -1290,6 +1332,7 @@ def parallelize(model, grid, input_size, backend=None):
                            divisor_override=m.divisor_override, grid=grid, input_size=size,
                            backend=backend)
             size = d.output_size
+            _fuse_relu(layers, d)
             layers.append((name, d))
         elif n in bn and isinstance(m, bn[n][0]):
             d = bn[n][1](m.num_features, m.eps, m.momentum, m.affine, m.track_running_stats,

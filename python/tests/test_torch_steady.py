@@ -227,3 +227,31 @@ def test_batch_norm_statistics_do_not_cancel_on_a_large_mean():
     expect = ref(x.double()).float()[grid.local_slices(size)]
     agree_close(out.detach(), expect.detach(), atol=2e-3, what="normalised output")
     agree_close(bn.running_var, ref.running_var.float(), rtol=1e-3, what="running variance")
+
+
+def test_a_relu_before_an_exchange_writes_into_the_halo_buffer():
+    n = COMM.size
+    size = (4 * n, 6)
+    grid = ht.SpatialGrid(COMM, (n, 1))
+    torch.manual_seed(3)
+    serial = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Conv2d(3, 2, 3, padding=1),
+                           nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                           nn.Linear(2 * 2 * n * 3, 2)).double()
+    ref = copy.deepcopy(serial)
+    par = ht.parallelize(serial, grid, size)
+    fused = n > 1  # one process exchanges nothing, so there is nothing to fuse
+    agree(isinstance(par[1], nn.Identity) == fused and par[2]._relu_in == fused,
+          f"fused: {par}")
+    agree(isinstance(par[3], nn.ReLU), "a ReLU before a layer without exchange stays")
+    x = torch.randn(2, 2, *size, dtype=torch.float64)
+    xs = x.clone().requires_grad_(True)
+    ref(xs).sum().backward()
+    xl = x[grid.local_slices(size)].clone().requires_grad_(True)
+    out = par(xl)
+    rows = par.shuffle.samples(2)
+    out.sum().backward()
+    ht.sync_grads(par, COMM)
+    agree_close(out.detach(), ref(x).detach()[rows], atol=1e-12, what="output")
+    agree_close(xl.grad, xs.grad[grid.local_slices(size)], atol=1e-12, what="input gradient")
+    for p, q in zip(par.parameters(), ref.parameters()):
+        agree_close(p.grad, q.grad, atol=1e-12, what="parameter gradient")
