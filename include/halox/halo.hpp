@@ -115,8 +115,8 @@ public:
   void start_reverse(std::vector<tensor_view> const& vs, reduce_op op = reduce_op::sum,
                      stream_handle stream = nullptr);
 
-  /// This rank will not run the plan's next forward (or `reverse`) exchange, because of `reason` (for
-  /// wrappers that check their inputs themselves and find them wrong, or that switch to
+  /// This rank will not run the plan's next forward (or `reverse`) exchange, because of `reason`
+  /// (for wrappers that check their inputs themselves and find them wrong, or that switch to
   /// another plan). The exchange counts as executed and refused here: the peers that wait in
   /// it for this rank raise errc::peer_failed naming `reason` at once, as after a failed
   /// execute-time check. Returns true when every peer of the exchange skipped it too (the

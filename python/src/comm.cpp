@@ -137,8 +137,7 @@ void allgather_into(py_comm const& c, py::handle send, py::handle recv) {
   int const count = checked_count(bytes, "Comm.allgather_into");
   if (count == 0) return;
   py::gil_scoped_release nogil;
-  HALOX_MPI_CHECK(
-      MPI_Allgather(s.data, count, MPI_BYTE, r.data, count, MPI_BYTE, comm));
+  HALOX_MPI_CHECK(MPI_Allgather(s.data, count, MPI_BYTE, r.data, count, MPI_BYTE, comm));
 }
 
 /// mpi4py's lowercase semantics: a new value, the reduction of every rank's `value`.

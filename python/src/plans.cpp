@@ -253,8 +253,7 @@ public:
 
 private:
   std::pair<halox::tensor_view, halox::tensor_view> views(py::handle src, py::handle dst,
-                                                          std::string const& what,
-                                                          bool inverse) {
+                                                          std::string const& what, bool inverse) {
     halox::tensor_view s, d;
     auto build = [&] {
       if (plan_->is_source()) {
@@ -396,10 +395,11 @@ void bind_plans(py::module_& m) {
            py::kw_only(), py::arg("stream") = 0,
            "Reverse exchange: halo cells combined into their owners with op (sum, max, min).")
       .def("start_reverse", &py_halo_plan::start_reverse, py::arg("x"), py::arg("op") = "sum")
-      .def_readwrite("checks", &py_halo_plan::checks,
-                     "Check buffers collectively before executing (default True). False: each rank checks "
-                     "its own, and one whose buffers fail tells its peers (they raise "
-                     "halox.Error with code peer_failed instead of waiting).")
+      .def_readwrite(
+          "checks", &py_halo_plan::checks,
+          "Check buffers collectively before executing (default True). False: each rank checks "
+          "its own, and one whose buffers fail tells its peers (they raise "
+          "halox.Error with code peer_failed instead of waiting).")
       .def_property_readonly("descs", &py_halo_plan::descs)
       .def_property_readonly("boundary", [](py_halo_plan const& p) { return p.options().boundary; })
       .def_property_readonly("fill_value",
@@ -428,8 +428,8 @@ void bind_plans(py::module_& m) {
            py::arg("src"), py::arg("dst"), py::kw_only(), py::arg("parent") = py::none(),
            py::arg("context") = py::none(), py::arg("backend") = "auto",
            py::arg("halo_after") = false, py::arg("memory") = "host", py::arg("tune") = py::none())
-      .def("execute", &py_redistribute_plan::execute, py::arg("src"), py::arg("dst"),
-           py::kw_only(), py::arg("stream") = 0,
+      .def("execute", &py_redistribute_plan::execute, py::arg("src"), py::arg("dst"), py::kw_only(),
+           py::arg("stream") = 0,
            "Forward: owned cells of src -> owned cells of dst (None for a side this rank is not "
            "part of).")
       .def("skip_execution", &py_redistribute_plan::skip_execution, py::arg("reason"),
