@@ -7,6 +7,7 @@
 #include <halox/backend.hpp>
 #include <halox/box.hpp>
 #include <halox/box_gather.hpp>
+#include <halox/checksum.hpp>
 #include <halox/collective.hpp>
 #include <halox/config.hpp>
 #include <halox/deep_halo.hpp>
