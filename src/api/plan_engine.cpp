@@ -8,10 +8,54 @@
 #include <halox/error.hpp>
 
 #include <algorithm>
+#include <mutex>
 #include <sstream>
 #include <utility>
 
 namespace halox::detail {
+
+namespace {
+
+// The plans alive in this process, so that MPI_Finalize can tell their peers that this rank
+// leaves them (see plan_engine::depart). Never destroyed: MPI_Finalize may run at exit.
+struct live_engines {
+  std::mutex m;
+  std::vector<plan_engine*> all;
+};
+live_engines& live() {
+  static auto* l = new live_engines;
+  return *l;
+}
+
+// An attribute on MPI_COMM_SELF: MPI_Finalize deletes those first, while MPI still works.
+int on_finalize(MPI_Comm, int, void*, void*) {
+  std::vector<plan_engine*> engines;
+  {
+    std::lock_guard<std::mutex> lock(live().m);
+    engines = live().all;
+  }
+  // Every rank tells its peers first, then takes theirs: in a job that ends normally they all
+  // arrive within moments, and none is left unmatched in the MPI library.
+  std::vector<notice_channel*> channels;
+  for (auto* e : engines) e->depart("finalised MPI");
+  for (auto* e : engines) {
+    notice_channel* c = e->retire_at_finalize();
+    if (std::find(channels.begin(), channels.end(), c) == channels.end()) channels.push_back(c);
+  }
+  for (auto* c : channels) c->finish_orphans(2.0);
+  return MPI_SUCCESS;
+}
+
+void watch_finalize() {
+  static bool const armed = [] {
+    int k = MPI_KEYVAL_INVALID;
+    return MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &k, nullptr) == MPI_SUCCESS &&
+           MPI_Comm_set_attr(MPI_COMM_SELF, k, nullptr) == MPI_SUCCESS;
+  }();
+  (void)armed;
+}
+
+} // namespace
 
 combine_op to_combine(reduce_op op) noexcept {
   switch (op) {
@@ -99,9 +143,60 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
     own_.reserve(cfg_.ctx, {ws.host, ws.pinned_host, ws.device});
     for (auto* e : {fwd_.get(), rev_.get()}) e->bind_workspace(own_.bases());
   }
+  watch_finalize();
+  std::lock_guard<std::mutex> lock(live().m);
+  live().all.push_back(this);
 }
 
-plan_engine::~plan_engine() { (void)abandon(); }
+plan_engine::~plan_engine() {
+  depart("destroyed the plan");
+  watch_.retire(execution_peers());
+  {
+    std::lock_guard<std::mutex> lock(live().m);
+    auto& all = live().all;
+    all.erase(std::remove(all.begin(), all.end(), this), all.end());
+  }
+  (void)abandon();
+}
+
+void plan_engine::depart(char const* why) noexcept {
+  if (departed_ || !mpi_alive()) return;
+  departed_ = true;
+  try {
+    // Peers waiting in the execution in flight here, or in any later one, will get none of
+    // this rank's messages. A peer that destroys the plan too never looks at the notice: its
+    // receive is cancelled, and the notice is dropped with the context's side channel.
+    std::int64_t const from = active_ != nullptr ? executions_ - 1 : executions_;
+    std::vector<int> const peers = execution_peers();
+    if (peers.empty()) return;
+    cfg_.ctx->notices.send(cfg_.tag, peers, from, departure,
+                           std::string(why) + " after " + std::to_string(executions_) +
+                               " execution(s)");
+  } catch (...) {
+  }
+}
+
+notice_channel* plan_engine::retire_at_finalize() noexcept {
+  watch_.retire(execution_peers());
+  return &cfg_.ctx->notices;
+}
+
+std::vector<int> plan_engine::execution_peers() const {
+  // Every rank for a collective backend (all must call it), the schedule's otherwise.
+  std::vector<int> peers;
+  int const me = cfg_.ctx->rank;
+  executor const* e = fwd_.get();
+  if (e != nullptr && e->whole_communicator()) {
+    for (int r = 0; r < cfg_.ctx->size; ++r)
+      if (r != me) peers.push_back(r);
+  } else {
+    for (auto const* list : {&forward_.sends, &forward_.recvs})
+      for (auto const& m : *list)
+        if (m.peer != me && std::find(peers.begin(), peers.end(), m.peer) == peers.end())
+          peers.push_back(m.peer);
+  }
+  return peers;
+}
 
 bool plan_engine::abandon() noexcept {
   if (!active_) return true;
@@ -233,20 +328,8 @@ void plan_engine::tell_peers(std::int64_t n, int direction, std::exception_ptr c
       reason = e.what();
     } catch (...) {
     }
-    // The peers of this execution: every rank for a collective backend (all must call it), the
-    // schedule's otherwise.
-    std::vector<int> peers;
-    int const me = cfg_.ctx->rank;
+    std::vector<int> peers = execution_peers();
     executor const* e = fwd_.get();
-    if (e != nullptr && e->whole_communicator()) {
-      for (int r = 0; r < cfg_.ctx->size; ++r)
-        if (r != me) peers.push_back(r);
-    } else {
-      for (auto const* list : {&forward_.sends, &forward_.recvs})
-        for (auto const& m : *list)
-          if (m.peer != me && std::find(peers.begin(), peers.end(), m.peer) == peers.end())
-            peers.push_back(m.peer);
-    }
     if (peers.empty()) return; // nobody waits for this rank: nothing is out of step
     cfg_.ctx->notices.send(cfg_.tag, peers, n, direction, reason);
     if (e != nullptr && e->whole_communicator() && cfg_.ctx->unusable.empty())

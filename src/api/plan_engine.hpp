@@ -80,6 +80,16 @@ public:
   /// timeout. With execute-time checking, the execute-time all-reduce carries the answer.
   [[nodiscard]] bool skip(int direction, std::string const& reason);
 
+  /// This rank leaves the plan (`why`: "destroyed the plan", "finalised MPI"): its peers get a
+  /// departure notice, so that one waiting in the execution in flight here or in any later one
+  /// raises errc::peer_failed at once instead of running into the watchdog. Once; nothing
+  /// when MPI is down. The destructor calls it, and so does MPI_Finalize for every plan still
+  /// alive then.
+  void depart(char const* why) noexcept;
+  /// At MPI_Finalize, after depart: leaves the receives of the peers' departures to the
+  /// context's notice channel, which it returns (the caller waits for them there).
+  notice_channel* retire_at_finalize() noexcept;
+
   /// Begins an exchange (forward, or reverse combining with `op`) on the executor of that
   /// direction (an automatic choice's is the tuner's, see tune/tuned_executor.hpp).
   void start(void* const* bufs, bool reverse, combine_op op, void* stream);
@@ -111,6 +121,8 @@ public:
 
 private:
   void agree_execute_round(int direction, std::exception_ptr const& local);
+  /// The ranks an execution exchanges with: every other rank under a collective backend.
+  [[nodiscard]] std::vector<int> execution_peers() const;
   /// Throws invalid_state when an earlier execution failed in a way that leaves messages out of
   /// step (see `wait`).
   void refuse_if_broken() const;
@@ -145,6 +157,7 @@ private:
   std::string failed_why_;
   std::unique_ptr<executor> fwd_, rev_;
   executor* active_ = nullptr;
+  bool departed_ = false;
 };
 
 /// Converts the public reduction to the internal combine op.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace halox::detail {
 
@@ -60,8 +61,24 @@ void notice_channel::open(MPI_Comm comm) {
   HALOX_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
 }
 
+void notice_channel::finish_orphans(double seconds) noexcept {
+  if (orphans_.empty() || !mpi_alive()) return;
+  std::vector<MPI_Request> reqs;
+  for (auto& o : orphans_) reqs.push_back(o->req);
+  if (!testall_within(reqs, seconds)) {
+    for (auto& r : reqs)
+      if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
+    if (!testall_within(reqs, 0.2))
+      for (auto& o : orphans_) (void)o.release(); // MPI may still write them
+  }
+  orphans_.clear();
+}
+
 notice_channel::~notice_channel() {
   if (!mpi_alive()) return;
+  // The peers' departures from plans this rank destroyed first arrive when they destroy theirs,
+  // moments apart in a program whose ranks end their plans together.
+  finish_orphans(2.0);
   drain_unexpected(comm_.get());
   for (auto& o : out_) {
     // Notices are small (eager): they are gone long before the context is destroyed.
@@ -103,6 +120,36 @@ void notice_channel::send(int tag, std::vector<int> const& peers, std::int64_t e
   }
 }
 
+void notice_channel::keep_receiving(int tag, int n, MPI_Request pending,
+                                    std::unique_ptr<notice_message> buffer) noexcept {
+  try {
+    // Those that completed are dropped here, so the list stays short.
+    orphans_.erase(
+        std::remove_if(orphans_.begin(), orphans_.end(),
+                       [](auto const& o) {
+                         int done = 0;
+                         return MPI_Test(&o->req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done;
+                       }),
+        orphans_.end());
+    if (pending != MPI_REQUEST_NULL) {
+      // The posted receive writes into `buffer`: it stays until the request is done.
+      auto o = std::make_unique<orphan>();
+      o->msg = std::move(buffer);
+      o->req = pending;
+      orphans_.push_back(std::move(o));
+      --n;
+    }
+    for (; n > 0; --n) {
+      auto o = std::make_unique<orphan>();
+      if (MPI_Irecv(o->msg.get(), static_cast<int>(sizeof(notice_message)), MPI_BYTE,
+                    MPI_ANY_SOURCE, tag, comm_.get(), &o->req) != MPI_SUCCESS)
+        return;
+      orphans_.push_back(std::move(o));
+    }
+  } catch (...) {
+  }
+}
+
 void peer_watch::arm(notice_channel& channel, int tag, char const* label) {
   channel_ = &channel;
   comm_ = channel.comm();
@@ -113,7 +160,7 @@ void peer_watch::arm(notice_channel& channel, int tag, char const* label) {
 }
 
 void peer_watch::post() {
-  HALOX_MPI_CHECK(MPI_Irecv(&in_, static_cast<int>(sizeof(notice_message)), MPI_BYTE,
+  HALOX_MPI_CHECK(MPI_Irecv(in_.get(), static_cast<int>(sizeof(notice_message)), MPI_BYTE,
                             MPI_ANY_SOURCE, tag_, comm_, &req_));
 }
 
@@ -123,6 +170,26 @@ peer_watch::~peer_watch() {
   MPI_Wait(&req_, MPI_STATUS_IGNORE);
 }
 
+void peer_watch::retire(std::vector<int> const& peers) noexcept {
+  if (req_ == MPI_REQUEST_NULL || channel_ == nullptr || !mpi_alive()) return;
+  try {
+    collect();
+    int missing = 0;
+    for (int p : peers)
+      if (std::none_of(box_.begin(), box_.end(),
+                       [&](received const& r) { return r.from == p && r.direction == departure; }))
+        ++missing;
+    if (missing == 0) {
+      // Every departure is in: the receive collect() posted again has nothing left to take.
+      MPI_Cancel(&req_);
+      MPI_Wait(&req_, MPI_STATUS_IGNORE);
+      return;
+    }
+    channel_->keep_receiving(tag_, missing, std::exchange(req_, MPI_REQUEST_NULL), std::move(in_));
+  } catch (...) {
+  }
+}
+
 void peer_watch::collect() {
   while (req_ != MPI_REQUEST_NULL) {
     int flag = 0;
@@ -130,12 +197,13 @@ void peer_watch::collect() {
     HALOX_MPI_CHECK(MPI_Test(&req_, &flag, &st));
     if (!flag) return;
     received r;
-    r.execution = in_.execution;
-    r.direction = in_.direction;
-    r.ahead = in_.ahead != 0;
+    r.execution = in_->execution;
+    r.direction = in_->direction;
+    r.ahead = in_->ahead != 0;
     r.from = st.MPI_SOURCE;
-    r.reason.assign(in_.reason, static_cast<std::size_t>(std::clamp<std::int32_t>(
-                                    in_.length, 0, static_cast<std::int32_t>(sizeof(in_.reason)))));
+    r.reason.assign(in_->reason,
+                    static_cast<std::size_t>(std::clamp<std::int32_t>(
+                        in_->length, 0, static_cast<std::int32_t>(sizeof(in_->reason)))));
     box_.push_back(std::move(r));
     post();
   }
@@ -146,7 +214,8 @@ peer_watch::answers peer_watch::answers_for(std::int64_t execution,
   answers a{true, true};
   for (int p : peers) {
     auto const it = std::find_if(box_.begin(), box_.end(), [&](received const& r) {
-      return r.execution == execution && r.from == p;
+      return r.from == p &&
+             (r.execution == execution || (r.direction == departure && r.execution <= execution));
     });
     if (it == box_.end()) return {};
     a.all_refused = a.all_refused && !it->ahead;
@@ -156,7 +225,9 @@ peer_watch::answers peer_watch::answers_for(std::int64_t execution,
 
 void peer_watch::forget_before(std::int64_t execution) {
   box_.erase(std::remove_if(box_.begin(), box_.end(),
-                            [&](received const& r) { return r.execution < execution; }),
+                            [&](received const& r) {
+                              return r.execution < execution && r.direction != departure;
+                            }),
              box_.end());
 }
 
@@ -165,18 +236,28 @@ void peer_watch::poll(char const* backend) {
   if (box_.empty() || current_ < 0) return;
   forget_before(current_);
   auto const it = std::find_if(box_.begin(), box_.end(), [&](received const& r) {
-    return r.execution == current_ && !r.ahead;
+    return (r.execution == current_ && !r.ahead) ||
+           (r.direction == departure && r.execution <= current_);
   });
   if (it == box_.end()) return;
   received const r = *it;
   forget_before(current_ + 1);
   failed_ = r.from;
+  int rank = 0;
+  MPI_Comm_rank(comm_, &rank);
+  if (r.direction == departure)
+    throw error(errc::peer_failed,
+                std::string(label_) + " with message tag " + std::to_string(tag_) + " (backend " +
+                    backend + "): rank " + std::to_string(r.from) +
+                    " of its communicator left this plan and will not take part in this or any "
+                    "later execution: it " +
+                    r.reason + ". Rank " + std::to_string(rank) +
+                    " cancelled its part; the plan cannot run again: every rank must execute the "
+                    "same plans the same number of times before destroying them or finalising");
   // The failed rank learns at its next execution of this plan that this one went ahead (and so
   // may have sent it messages of this execution), without waiting.
   if (channel_ != nullptr)
     channel_->send(tag_, {r.from}, r.execution, r.direction, std::string(), true);
-  int rank = 0;
-  MPI_Comm_rank(comm_, &rank);
   throw error(
       errc::peer_failed,
       std::string(label_) + (r.direction ? " (reverse/inverse)" : "") + " with message tag " +

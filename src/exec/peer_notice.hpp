@@ -24,10 +24,14 @@ namespace halox::detail {
 /// communicators no plan uses any more. Never throws.
 void drain_unexpected(MPI_Comm comm) noexcept;
 
+/// `notice_message::direction` of a departure: the sender left the plan (destroyed it, or
+/// finalised MPI) and will take part in no execution from `execution` on.
+inline constexpr int departure = 2;
+
 /// A notice on the wire: fixed size, so that one posted receive takes any notice.
 struct notice_message {
   std::int64_t execution = 0; ///< the sender's index of the execution it will not take part in
-  std::int16_t direction = 0; ///< 0 forward, 1 reverse/inverse
+  std::int16_t direction = 0; ///< 0 forward, 1 reverse/inverse, `departure`
   std::int16_t ahead = 0;     ///< 1: an answer, "I went ahead with it and cancelled my part"
   std::int32_t length = 0;    ///< characters of `reason` used
   char reason[496] = {};      ///< the sender's error message (truncated)
@@ -53,13 +57,29 @@ public:
   void send(int tag, std::vector<int> const& peers, std::int64_t execution, int direction,
             std::string const& reason, bool ahead = false) noexcept;
 
+  /// Keeps `n` receives of notices with `tag` posted for a plan that is gone (`pending`, its
+  /// own, when not MPI_REQUEST_NULL, with the buffer it receives into), so that the departure
+  /// notices its peers send when they destroy their copies are taken, not left unmatched in the
+  /// MPI library. The destructor gives them a moment to complete, then cancels them.
+  void keep_receiving(int tag, int n, MPI_Request pending,
+                      std::unique_ptr<notice_message> buffer) noexcept;
+
+  /// Waits at most `seconds` for the receives keep_receiving left, then cancels what is left
+  /// (for MPI_Finalize, where no receive may stay posted).
+  void finish_orphans(double seconds) noexcept;
+
 private:
+  struct orphan {
+    std::unique_ptr<notice_message> msg = std::make_unique<notice_message>();
+    MPI_Request req = MPI_REQUEST_NULL;
+  };
   struct outgoing {
     notice_message msg;
     std::vector<MPI_Request> reqs;
   };
   unique_comm comm_;
   std::vector<std::unique_ptr<outgoing>> out_;
+  std::vector<std::unique_ptr<orphan>> orphans_;
 };
 
 /// One plan's watch for notices: its posted receive, and the notices that arrived for
@@ -91,8 +111,14 @@ public:
     bool all_refused = false;
   };
   [[nodiscard]] answers answers_for(std::int64_t execution, std::vector<int> const& peers) const;
-  /// Forgets the notices of executions before `execution`.
+  /// Forgets the notices of executions before `execution` (a departure stays: it holds for
+  /// every later execution).
   void forget_before(std::int64_t execution);
+  /// The plan is being destroyed: takes the notices that arrived, then leaves its posted
+  /// receive, and one more per peer of `peers` (the plan's) whose departure has not arrived,
+  /// to the channel (notice_channel::keep_receiving).
+  void retire(std::vector<int> const& peers) noexcept;
+
   /// The rank named by the latest peer_failed error (-1: none).
   [[nodiscard]] int failed_rank() const noexcept { return failed_; }
 
@@ -110,7 +136,7 @@ private:
   int tag_ = 0;
   char const* label_ = "plan";
   MPI_Request req_ = MPI_REQUEST_NULL;
-  notice_message in_;         // the posted receive's buffer
+  std::unique_ptr<notice_message> in_ = std::make_unique<notice_message>(); // its buffer
   std::vector<received> box_; // notices taken, of executions not yet over here
   std::int64_t current_ = -1;
   int failed_ = -1;

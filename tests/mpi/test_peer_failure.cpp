@@ -371,3 +371,47 @@ TEST(SkipExecution, RedistributionSkippedByEveryRankRunsOn) {
   for (float v : dst) ASSERT_EQ(v, 1.0f);
   MPI_Barrier(MPI_COMM_WORLD);
 }
+
+// A rank that destroys a plan tells its peers that it left it: one still executing the plan
+// raises peer_failed at once instead of waiting for the watchdog.
+TEST(PeerLeaves, ADestroyedPlanIsReportedToPeersStillExecutingIt) {
+  if (!all_neighbours()) GTEST_SKIP() << "needs 2 to 4 ranks";
+  context ctx(MPI_COMM_WORLD);
+  tensor_desc const t = make_tensor();
+  halo_options o;
+  o.method = backend::mpi_pack;
+  auto p = std::make_unique<halo_plan>(ctx, t, o);
+  std::vector<double> x(t.local_elements(), 1.0);
+  p->execute(tensor_view(t, x));
+  if (world_rank() == 1) {
+    p.reset();
+  } else {
+    outcome const r = run([&] { p->execute(tensor_view(t, x)); });
+    EXPECT_EQ(r.code, static_cast<int>(errc::peer_failed)) << r.message;
+    EXPECT_NE(r.message.find("rank 1 of its communicator left this plan"), std::string::npos)
+        << r.message;
+    EXPECT_NE(r.message.find("destroyed the plan after 1 execution(s)"), std::string::npos)
+        << r.message;
+    EXPECT_LT(r.seconds, report_within()) << r.message;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Plans destroyed together leave nothing behind that a later plan could take for its own.
+TEST(PeerLeaves, PlansDestroyedTogetherDisturbNothing) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  context ctx(MPI_COMM_WORLD);
+  tensor_desc const t = make_tensor();
+  std::vector<double> x(t.local_elements(), 1.0);
+  for (int round = 0; round < 3; ++round) {
+    halo_options o;
+    o.method = round == 1 ? backend::alltoallv : backend::mpi_pack;
+    halo_plan p(ctx, t, o);
+    outcome const r = run([&] {
+      for (int k = 0; k < 3; ++k) p.execute(tensor_view(t, x));
+      p.execute_reverse(tensor_view(t, x));
+    });
+    EXPECT_EQ(r.code, -1) << r.message;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
