@@ -281,9 +281,15 @@ model_spec load_model_file(std::string const& path) {
                 "cannot read model file '" + path +
                     "'; pass an existing file or one of the "
                     "built-in names that --list-models prints");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_model(ss.str(), path);
+  // A model file is a few hundred lines; a larger file is not one (and is not read whole).
+  constexpr std::streamsize limit = std::streamsize{1} << 20;
+  std::string text(static_cast<std::size_t>(limit) + 1, '\0');
+  f.read(text.data(), limit + 1);
+  text.resize(static_cast<std::size_t>(f.gcount()));
+  HALOX_REQUIRE(static_cast<std::streamsize>(text.size()) <= limit, halox::errc::invalid_argument,
+                "model file '" + path + "' is larger than 1 MiB, which no model file reaches; "
+                                        "pass a model file (docs/trainer.md, Model files)");
+  return parse_model(text, path);
 }
 
 model_spec resolve_model(std::string const& name_or_file) {

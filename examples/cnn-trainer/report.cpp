@@ -5,6 +5,7 @@
 
 #include <halox/error.hpp>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -218,10 +219,18 @@ int reporter::compare(std::string const& path, double rtol, MPI_Comm comm) {
   if (rank_ == 0) {
     std::ifstream f(path);
     std::map<long, double> ref;
+    // A log line that does not hold a step and a loss (a damaged or foreign file) is skipped:
+    // its step then counts as missing below.
     for (std::string s; std::getline(f, s);) {
       auto st = s.find("\"step\": "), lo = s.find("\"loss\": ");
       if (st == std::string::npos || lo == std::string::npos) continue;
-      ref[std::stol(s.substr(st + 8))] = std::stod(s.substr(lo + 8));
+      char* end = nullptr;
+      errno = 0;
+      long const step = std::strtol(s.c_str() + st + 8, &end, 10);
+      if (end == s.c_str() + st + 8 || errno != 0) continue;
+      double const loss = std::strtod(s.c_str() + lo + 8, &end);
+      if (end == s.c_str() + lo + 8 || errno != 0) continue;
+      ref[step] = loss;
     }
     double worst = 0;
     long n = 0;

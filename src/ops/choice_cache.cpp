@@ -32,7 +32,11 @@ void read_file(cache_state& s) {
   s.file_read = true;
   auto const path = cache_path();
   if (!path) return;
-  std::ifstream in(*path);
+  std::ifstream in(*path, std::ios::ate);
+  // The file is a hint of a few lines per layer: beyond 64 MiB it is not one, and reading it
+  // would only cost memory.
+  if (!in || in.tellg() > std::streamoff{64} << 20) return;
+  in.seekg(0);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream is(line);

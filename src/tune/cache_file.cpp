@@ -152,6 +152,14 @@ cache_file_read read_cache_file(std::string const& path) {
   char buf[65536];
   for (;;) {
     ssize_t const n = ::read(f.fd, buf, sizeof buf);
+    if (n > 0 && out.text.size() + static_cast<std::size_t>(n) > max_cache_file_bytes) {
+      // A cache of real plans is kilobytes; anything this large is not one.
+      out.status = cache_file_read::outcome::unsuitable;
+      out.problem = "it is larger than " + std::to_string(max_cache_file_bytes >> 20) +
+                    " MiB, which no plan cache reaches";
+      out.text.clear();
+      return out;
+    }
     if (n > 0) {
       out.text.append(buf, static_cast<std::size_t>(n));
     } else if (n == 0) {

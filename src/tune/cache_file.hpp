@@ -29,6 +29,8 @@ namespace halox::detail {
 
 /// Version of the file format written by this halox.
 inline constexpr int cache_format_version = 2;
+/// Larger files are refused unread (a plan cache holds a few lines per plan).
+inline constexpr std::size_t max_cache_file_bytes = std::size_t{64} << 20;
 
 /// Everything, besides the MPI library and the halox version (carried by the file header), that
 /// determines the outcome of a selection. Identical on every rank of the plan.

@@ -57,8 +57,13 @@ def read_checkpoint(path):
         pos += n
         return b[pos - n:pos].decode()
 
-    assert b[:8] == b"HXTRAIN1", f"{path} is not a halox-train checkpoint"
+    # Format 2 (docs/files.md): magic, version, payload length, CRC-32C, then the payload that
+    # format 1 had right after its magic.
+    assert b[:8] in (b"HXTRAIN\0", b"HXTRAIN1"), f"{path} is not a halox-train checkpoint"
     pos = 8
+    if b[:8] == b"HXTRAIN\0":
+        version, length, _crc = take("<IQI")
+        assert version == 2 and length == len(b) - 24, f"{path}: format {version}, {length} bytes"
     text()  # model family
     (size,) = take("<I")
     dt = np.float32 if size == 4 else np.float64
