@@ -291,8 +291,16 @@ byte_images::part mnist_part(std::string const& dir, std::string const& prefix, 
   HALOX_REQUIRE(be32(hl.data() + 4) == p.count, halox::errc::invalid_argument,
                 p.labels + " has " + std::to_string(be32(hl.data() + 4)) + " labels for " +
                     std::to_string(p.count) + " images in " + p.images);
-  HALOX_REQUIRE(file_size(p.images) >= 16 + p.count * rows * cols, halox::errc::invalid_argument,
-                p.images + " is truncated");
+  // Each factor is checked before the product, which 32-bit fields could make overflow.
+  HALOX_REQUIRE(rows >= 1 && cols >= 1 && rows <= 65536 && cols <= 65536,
+                halox::errc::invalid_argument,
+                p.images + " says its images are " + std::to_string(rows) + "x" +
+                    std::to_string(cols) + "; an idx3 image file has 1 to 65536 rows and columns");
+  index_t const have = file_size(p.images);
+  HALOX_REQUIRE(have >= 16 && (have - 16) / (rows * cols) >= p.count, halox::errc::invalid_argument,
+                p.images + " is truncated: it holds " + std::to_string(have) + " bytes, not the " +
+                    std::to_string(p.count) + " images of " + std::to_string(rows) + "x" +
+                    std::to_string(cols) + " its header announces");
   p.first = 16;
   p.stride = rows * cols;
   p.label_first = 8;

@@ -1,4 +1,5 @@
 #include "report.hpp"
+#include "log_file.hpp"
 #include "threads.hpp"
 
 #include "network.hpp"
@@ -218,20 +219,8 @@ int reporter::compare(std::string const& path, double rtol, MPI_Comm comm) {
   int status = 0;
   if (rank_ == 0) {
     std::ifstream f(path);
-    std::map<long, double> ref;
-    // A log line that does not hold a step and a loss (a damaged or foreign file) is skipped:
-    // its step then counts as missing below.
-    for (std::string s; std::getline(f, s);) {
-      auto st = s.find("\"step\": "), lo = s.find("\"loss\": ");
-      if (st == std::string::npos || lo == std::string::npos) continue;
-      char* end = nullptr;
-      errno = 0;
-      long const step = std::strtol(s.c_str() + st + 8, &end, 10);
-      if (end == s.c_str() + st + 8 || errno != 0) continue;
-      double const loss = std::strtod(s.c_str() + lo + 8, &end);
-      if (end == s.c_str() + lo + 8 || errno != 0) continue;
-      ref[step] = loss;
-    }
+    // A line without a step and a loss is skipped: its step then counts as missing below.
+    std::map<long, double> const ref = read_log_losses(f);
     double worst = 0;
     long n = 0;
     for (auto const& [step, loss] : losses_) {

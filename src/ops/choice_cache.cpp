@@ -37,6 +37,12 @@ void read_file(cache_state& s) {
   // would only cost memory.
   if (!in || in.tellg() > std::streamoff{64} << 20) return;
   in.seekg(0);
+  read_choice_lines(in, s.entries);
+}
+
+} // namespace
+
+void read_choice_lines(std::istream& in, std::map<std::string, measured_choice>& out) {
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream is(line);
@@ -51,11 +57,9 @@ void read_file(cache_state& s) {
       c.costs.emplace_back(item.substr(0, eq), v == "unavailable" ? -1.0 : std::atof(v.c_str()));
     }
     c.from_file = true;
-    s.entries[provider + " " + key] = std::move(c);
+    out[provider + " " + key] = std::move(c);
   }
 }
-
-} // namespace
 
 bool find_choice(std::string const& provider, std::string const& key, measured_choice& out) {
   cache_state& s = state();

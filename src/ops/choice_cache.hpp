@@ -12,6 +12,8 @@
 //
 // A later line for the same key wins; unreadable lines are ignored.
 
+#include <istream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +34,10 @@ void store_choice(std::string const& provider, std::string const& key, measured_
 /// A cost meaning: not measured, since the candidate's scratch is much larger than its operands
 /// where another's is not.
 inline constexpr double padded_cost = -2.0;
+
+/// Reads cache lines from `in` into `out` ("<provider> <key>" -> choice); lines that do not
+/// parse are skipped (the file is only a hint).
+void read_choice_lines(std::istream& in, std::map<std::string, measured_choice>& out);
 
 /// "name=1.23 ms" list of the costs, the chosen one marked with '*'.
 std::string format_costs(measured_choice const& c);

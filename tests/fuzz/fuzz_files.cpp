@@ -1,5 +1,6 @@
 // Bounded mutation fuzzing of every reader of files halox and its tools trust nothing in:
-// halox-train's checkpoints and model files, and the plan cache. Each target takes the valid
+// halox-train's checkpoints, model files, MNIST datasets and --compare-log logs, the plan cache
+// and the operators' choice cache. Each target takes the valid
 // files of its corpus, damages copies of them (1 to 4 byte flips, deletions, insertions of
 // random bytes, duplications of a range) and hands them to the reader, for a bounded time.
 // A reader must accept a file or throw halox::error; anything else fails the run: another
@@ -8,11 +9,15 @@
 // hold exactly the values of the file it was made from.
 //
 //   halox_fuzz_files <target> <seconds> <corpus file or folder>...   (checkpoint, model,
-//   plan-cache; HALOX_FUZZ_SEED=<n> repeats a run)
+//   plan-cache, choice-cache, log; mnist takes one folder of the four idx files;
+//   HALOX_FUZZ_SEED=<n> repeats a run)
 //   halox_fuzz_files selftest <folder>   the checkpoint format's own checks, in <folder>
 //   halox_fuzz_files write-corpus <folder>   writes the checkpoint corpus
 #include "checkpoint.hpp"
+#include "data.hpp"
+#include "log_file.hpp"
 #include "model.hpp"
+#include "ops/choice_cache.hpp"
 #include "tune/cache_file.hpp"
 
 #include <halox/error.hpp>
@@ -78,7 +83,8 @@ trainer::param_store<float> store(float base) {
   ps.add("0.conv.bias", {4}, fill(4, -1.0f), true, false);
   ps.add("1.bn.running_mean", {4}, fill(4, 0.5f), false, false);
   for (auto& p : ps.params)
-    for (std::size_t i = 0; i < p.velocity.size(); ++i) p.velocity[i] = 0.01f * static_cast<float>(i);
+    for (std::size_t i = 0; i < p.velocity.size(); ++i)
+      p.velocity[i] = 0.01f * static_cast<float>(i);
   return ps;
 }
 
@@ -195,7 +201,8 @@ void checkpoint_target(double seconds, std::vector<std::string> const& files) {
         (void)trainer::parse_checkpoint(orig, "orig.ckpt", "fuzz", a);
         (void)trainer::parse_checkpoint(bad, "fuzz.ckpt", "fuzz", b);
         for (std::size_t i = 0; i < a.params.size(); ++i)
-          if (a.params[i].value != b.params[i].value || a.params[i].velocity != b.params[i].velocity)
+          if (a.params[i].value != b.params[i].value ||
+              a.params[i].velocity != b.params[i].velocity)
             die("checkpoint: a damaged file was accepted with other values than its original");
       });
 }
@@ -227,6 +234,107 @@ void plan_cache_target(double seconds, std::vector<std::string> const& files) {
           throw halox::error(halox::errc::invalid_argument, c.problem);
       },
       [](std::string const&, std::string const&) {});
+}
+
+void choice_cache_target(double seconds, std::vector<std::string> const& files) {
+  // A hint: the reader skips what it cannot parse and never refuses.
+  fuzz(
+      "choice-cache", seconds, files,
+      [](std::string const& text) {
+        std::istringstream in(text);
+        std::map<std::string, halox::ops::detail::measured_choice> out;
+        halox::ops::detail::read_choice_lines(in, out);
+      },
+      [](std::string const&, std::string const&) {});
+}
+
+void log_target(double seconds, std::vector<std::string> const& files) {
+  fuzz(
+      "log", seconds, files,
+      [](std::string const& text) {
+        std::istringstream in(text);
+        (void)trainer::read_log_losses(in);
+      },
+      [](std::string const&, std::string const&) {});
+}
+
+// MNIST: the four idx files of `dir`; each input damages one of them.
+char const* const mnist_files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                   "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+
+void mnist_target(double seconds, std::string const& dir, std::string const& scratch) {
+  std::vector<std::string> good;
+  for (auto const* f : mnist_files) good.push_back(read_all(fs::path(dir) / f));
+  fs::create_directories(scratch);
+  auto reader = [&](std::vector<std::string> const& set) {
+    for (std::size_t i = 0; i < set.size(); ++i)
+      std::ofstream(fs::path(scratch) / mnist_files[i], std::ios::binary | std::ios::trunc)
+          << set[i];
+    auto d = trainer::open_dataset("mnist:" + scratch, {1, 4, 4}, 10, 1, 1);
+    std::vector<float> px(16);
+    halox::box whole;
+    whole.nd = 3;
+    whole.hi[0] = 1;
+    whole.hi[1] = whole.hi[2] = 4;
+    for (auto sp : {trainer::split::train, trainer::split::test})
+      for (halox::index_t id = 0; id < d->size(sp); ++id) {
+        d->read(sp, id, whole, px.data());
+        (void)d->label(sp, id);
+      }
+  };
+  std::uint64_t seed = std::random_device{}();
+  if (char const* e = std::getenv("HALOX_FUZZ_SEED")) seed = std::strtoull(e, nullptr, 10);
+  std::printf("mnist: HALOX_FUZZ_SEED=%llu, %.0f s\n", static_cast<unsigned long long>(seed),
+              seconds);
+  try {
+    reader(good);
+  } catch (halox::error const& e) {
+    die(std::string("mnist: the corpus is rejected: ") + e.what());
+  }
+  std::mt19937_64 rng(seed);
+  tally t;
+  current = "mnist";
+  auto const until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    auto set = good;
+    auto& victim = set[rng() % set.size()];
+    victim = mutate(victim, rng);
+    ::alarm(10);
+    try {
+      reader(set);
+      ++t.accepted;
+    } catch (halox::error const&) {
+      ++t.rejected;
+    } catch (std::exception const& e) {
+      die("mnist: input " + std::to_string(t.tried) + " threw " + typeid(e).name() + " (" +
+          e.what() + ") instead of halox::error");
+    }
+    ::alarm(0);
+    ++t.tried;
+  }
+  std::printf("mnist: %ld damaged inputs, %ld rejected with halox::error, %ld accepted\n", t.tried,
+              t.rejected, t.accepted);
+}
+
+// Four tiny idx files: 3 training and 2 test images of 4x4, labels 0 to 4.
+void write_mnist(std::string const& dir) {
+  auto be32 = [](std::string& s, std::uint32_t v) {
+    for (int k = 3; k >= 0; --k) s += static_cast<char>((v >> (8 * k)) & 0xFF);
+  };
+  for (int test = 0; test < 2; ++test) {
+    std::uint32_t const n = test ? 2 : 3;
+    std::string im, lb;
+    be32(im, 0x803);
+    be32(im, n);
+    be32(im, 4);
+    be32(im, 4);
+    for (std::uint32_t i = 0; i < n * 16; ++i) im += static_cast<char>((i * 37) & 0xFF);
+    be32(lb, 0x801);
+    be32(lb, n);
+    for (std::uint32_t i = 0; i < n; ++i) lb += static_cast<char>(i + 2 * test);
+    std::ofstream(fs::path(dir) / mnist_files[2 * test], std::ios::binary) << im;
+    std::ofstream(fs::path(dir) / mnist_files[2 * test + 1], std::ios::binary) << lb;
+  }
 }
 
 // The checkpoint format's promises, on files in `dir`.
@@ -291,9 +399,11 @@ int selftest(std::string const& dir) {
   {
     auto ps = store(0.0f);
     auto const pos = trainer::load_checkpoint(path + ".prev", "fuzz", ps, MPI_COMM_SELF);
-    expect(pos.step == 1 && ps.params[0].value == store(1.0f).params[0].value, ".prev is the first");
+    expect(pos.step == 1 && ps.params[0].value == store(1.0f).params[0].value,
+           ".prev is the first");
     auto const now = trainer::load_checkpoint(path, "fuzz", ps, MPI_COMM_SELF);
-    expect(now.step == 2 && ps.params[0].value == store(2.0f).params[0].value, "path is the second");
+    expect(now.step == 2 && ps.params[0].value == store(2.0f).params[0].value,
+           "path is the second");
   }
   std::string bytes = read_all(path);
   bytes[bytes.size() / 2] ^= 0x40;
@@ -326,8 +436,9 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s checkpoint|model|plan-cache <seconds> <corpus>... | selftest "
-                         "<folder> | write-corpus <folder>\n",
+    std::fprintf(stderr,
+                 "usage: %s checkpoint|model|plan-cache <seconds> <corpus>... | selftest "
+                 "<folder> | write-corpus <folder>\n",
                  argv[0]);
     return 2;
   }
@@ -338,6 +449,8 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (what == "selftest") {
       rc = selftest(argv[2]);
+    } else if (argc > 3 && std::string(argv[3]) == "mnist") {
+      write_mnist(argv[2]);
     } else {
       auto const v2 = trainer::checkpoint_bytes("fuzz", store(1.0f), trainer::train_position{3});
       std::ofstream(std::string(argv[2]) + "/small.ckpt", std::ios::binary) << v2;
@@ -350,6 +463,11 @@ int main(int argc, char** argv) {
   }
   if (argc < 4) die("give the seconds and at least one corpus file or folder");
   double const seconds = std::atof(argv[2]);
+  if (what == "mnist") {
+    std::string const scratch = argc > 4 ? argv[4] : "halox-fuzz-mnist";
+    mnist_target(seconds, argv[3], scratch);
+    return 0;
+  }
   std::vector<std::string> const where(argv + 3, argv + argc);
   auto const files = corpus(where);
   if (what == "checkpoint")
@@ -358,6 +476,10 @@ int main(int argc, char** argv) {
     model_target(seconds, files);
   else if (what == "plan-cache")
     plan_cache_target(seconds, files);
+  else if (what == "choice-cache")
+    choice_cache_target(seconds, files);
+  else if (what == "log")
+    log_target(seconds, files);
   else
     die("unknown target '" + what + "'");
   return 0;
