@@ -48,9 +48,9 @@ struct reader {
   std::string const& path;
 
   [[noreturn]] void bad(std::string const& what) const {
-    throw halox::error(halox::errc::invalid_argument,
-                       "checkpoint " + path + " is damaged: " + what + " (at byte " +
-                           std::to_string(pos) + "); " + fix());
+    throw halox::error(halox::errc::invalid_argument, "checkpoint " + path +
+                                                          " is damaged: " + what + " (at byte " +
+                                                          std::to_string(pos) + "); " + fix());
   }
   std::string fix() const { return checkpoint_fix(path); }
   std::size_t left() const { return s.size() - pos; }
@@ -107,8 +107,10 @@ std::string write_synced(std::string const& path, std::string const& data) {
     else if (n < 0 && errno != EINTR)
       err = std::string("cannot write it: ") + std::strerror(errno);
   }
-  if (err.empty() && ::fsync(fd) != 0) err = std::string("cannot flush it: ") + std::strerror(errno);
-  if (::close(fd) != 0 && err.empty()) err = std::string("cannot close it: ") + std::strerror(errno);
+  if (err.empty() && ::fsync(fd) != 0)
+    err = std::string("cannot flush it: ") + std::strerror(errno);
+  if (::close(fd) != 0 && err.empty())
+    err = std::string("cannot close it: ") + std::strerror(errno);
   return err;
 }
 
@@ -164,8 +166,8 @@ train_position parse_payload(reader& r, std::string const& model, param_store<T>
     found f;
     f.value = r.bytes(p.value.size() * sizeof(T), "a parameter's values");
     auto const trainable = r.get<std::uint8_t>("a trainable flag");
-    if (trainable > 1) r.bad("parameter '" + name + "' has trainable flag " +
-                             std::to_string(trainable));
+    if (trainable > 1)
+      r.bad("parameter '" + name + "' has trainable flag " + std::to_string(trainable));
     if ((trainable != 0) != p.trainable)
       HALOX_REQUIRE(false, halox::errc::invalid_argument,
                     "checkpoint " + path + ": parameter '" + name + "' is " +
@@ -305,14 +307,14 @@ template <class T> train_position load_checkpoint(std::string const& path, std::
 }
 
 #define HALOX_TRAINER_CKPT(T)                                                                      \
-  template std::string checkpoint_bytes(std::string const&, param_store<T> const&,                \
+  template std::string checkpoint_bytes(std::string const&, param_store<T> const&,                 \
                                         train_position const&);                                    \
   template train_position parse_checkpoint(std::string_view, std::string const&,                   \
                                            std::string const&, param_store<T>&);                   \
   template void save_checkpoint(std::string const&, std::string const&, param_store<T> const&,     \
                                 train_position const&, MPI_Comm);                                  \
-  template train_position load_checkpoint(std::string const&, std::string const&,                  \
-                                          param_store<T>&, MPI_Comm);
+  template train_position load_checkpoint(std::string const&, std::string const&, param_store<T>&, \
+                                          MPI_Comm);
 HALOX_TRAINER_CKPT(float)
 HALOX_TRAINER_CKPT(double)
 #undef HALOX_TRAINER_CKPT

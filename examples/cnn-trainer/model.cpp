@@ -287,8 +287,9 @@ model_spec load_model_file(std::string const& path) {
   f.read(text.data(), limit + 1);
   text.resize(static_cast<std::size_t>(f.gcount()));
   HALOX_REQUIRE(static_cast<std::streamsize>(text.size()) <= limit, halox::errc::invalid_argument,
-                "model file '" + path + "' is larger than 1 MiB, which no model file reaches; "
-                                        "pass a model file (docs/trainer.md, Model files)");
+                "model file '" + path +
+                    "' is larger than 1 MiB, which no model file reaches; "
+                    "pass a model file (docs/trainer.md, Model files)");
   return parse_model(text, path);
 }
 

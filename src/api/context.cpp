@@ -92,6 +92,7 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
   long long index = contexts;
   HALOX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &index, 1, MPI_LONG_LONG, MPI_MAX, s->comm.get()));
   contexts = index + 1;
+  s->index = index;
   s->tag_base = static_cast<std::size_t>(index) * 65536u % static_cast<std::size_t>(s->tag_ub);
   s->alloc = o.alloc;
   if (select) {

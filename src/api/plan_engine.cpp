@@ -115,7 +115,9 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
   cfg_.label = o.label;
   check_ = o.check_execute || cfg_.ctx->check_execute;
   agree_on_tag(cfg_.comm, cfg_.tag);
-  watch_.arm(cfg_.ctx->notices, cfg_.tag, o.label);
+  plan_id_ = static_cast<std::int64_t>(cfg_.ctx->index) << 32 |
+             static_cast<std::int64_t>(cfg_.ctx->plans & 0xFFFFFFFFu);
+  watch_.arm(cfg_.ctx->notices, cfg_.tag, plan_id_, o.label);
   cfg_.watch = &watch_;
   selection sel = select_backend(o.method, forward_, cfg_, o.tune, key);
   report_ = std::move(sel.report);
@@ -143,6 +145,7 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
     own_.reserve(cfg_.ctx, {ws.host, ws.pinned_host, ws.device});
     for (auto* e : {fwd_.get(), rev_.get()}) e->bind_workspace(own_.bases());
   }
+  watch_.reserve(execution_peers().size() + 4);
   watch_finalize();
   std::lock_guard<std::mutex> lock(live().m);
   live().all.push_back(this);
@@ -150,7 +153,7 @@ plan_engine::plan_engine(context const& ctx, schedule forward, engine_options co
 
 plan_engine::~plan_engine() {
   depart("destroyed the plan");
-  watch_.retire(execution_peers());
+  if (!check_) watch_.retire(execution_peers());
   {
     std::lock_guard<std::mutex> lock(live().m);
     auto& all = live().all;
@@ -162,6 +165,10 @@ plan_engine::~plan_engine() {
 void plan_engine::depart(char const* why) noexcept {
   if (departed_ || !mpi_alive()) return;
   departed_ = true;
+  // Under execute-time checking a peer waits for a missing rank in the checking all-reduce, not
+  // in a loop that reads notices; and there a rank's execution count may differ from its peers'
+  // after a refused round (it counts the plan it called), so a count would mislead.
+  if (check_) return;
   try {
     // Peers waiting in the execution in flight here, or in any later one, will get none of
     // this rank's messages. A peer that destroys the plan too never looks at the notice: its
@@ -169,7 +176,7 @@ void plan_engine::depart(char const* why) noexcept {
     std::int64_t const from = active_ != nullptr ? executions_ - 1 : executions_;
     std::vector<int> const peers = execution_peers();
     if (peers.empty()) return;
-    cfg_.ctx->notices.send(cfg_.tag, peers, from, departure,
+    cfg_.ctx->notices.send(cfg_.tag, plan_id_, peers, from, departure,
                            std::string(why) + " after " + std::to_string(executions_) +
                                " execution(s)");
   } catch (...) {
@@ -177,7 +184,7 @@ void plan_engine::depart(char const* why) noexcept {
 }
 
 notice_channel* plan_engine::retire_at_finalize() noexcept {
-  watch_.retire(execution_peers());
+  if (!check_) watch_.retire(execution_peers());
   return &cfg_.ctx->notices;
 }
 
@@ -331,7 +338,7 @@ void plan_engine::tell_peers(std::int64_t n, int direction, std::exception_ptr c
     std::vector<int> peers = execution_peers();
     executor const* e = fwd_.get();
     if (peers.empty()) return; // nobody waits for this rank: nothing is out of step
-    cfg_.ctx->notices.send(cfg_.tag, peers, n, direction, reason);
+    cfg_.ctx->notices.send(cfg_.tag, plan_id_, peers, n, direction, reason);
     if (e != nullptr && e->whole_communicator() && cfg_.ctx->unusable.empty())
       cfg_.ctx->unusable = "holds a collective exchange of plan tag " + std::to_string(cfg_.tag) +
                            " that this rank did not join (it failed at execute)";

@@ -158,6 +158,7 @@ private:
   std::unique_ptr<executor> fwd_, rev_;
   executor* active_ = nullptr;
   bool departed_ = false;
+  std::int64_t plan_id_ = 0; // notice_message::plan
 };
 
 /// Converts the public reduction to the internal combine op.

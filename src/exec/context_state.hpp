@@ -29,8 +29,9 @@ struct halox::context::state {
   int size = 1;
   int tag_ub = 32767;
   std::size_t plans = 0;
-  std::size_t tag_base = 0;            ///< where this context's tags start (see make_state)
-  allocator alloc;                     ///< empty: halox's own allocations
+  std::size_t tag_base = 0; ///< where this context's tags start (see make_state)
+  long long index = 0;      ///< this context's number in the process, the same on every rank of it
+  allocator alloc;          ///< empty: halox's own allocations
   std::array<std::size_t, 3> in_use{}; ///< bytes held, per memory_kind
   /// Each transport's resources (the UCX worker and endpoints, the NCCL communicator), made by
   /// its first executor at plan construction, or why the transport could not start. Destroyed

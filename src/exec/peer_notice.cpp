@@ -90,8 +90,9 @@ notice_channel::~notice_channel() {
   }
 }
 
-void notice_channel::send(int tag, std::vector<int> const& peers, std::int64_t execution,
-                          int direction, std::string const& reason, bool ahead) noexcept {
+void notice_channel::send(int tag, std::int64_t plan, std::vector<int> const& peers,
+                          std::int64_t execution, int direction, std::string const& reason,
+                          bool ahead) noexcept {
   if (comm_.get() == MPI_COMM_NULL || peers.empty() || !mpi_alive()) return;
   try {
     // Notices whose sends completed are dropped here, so the list stays short.
@@ -104,6 +105,7 @@ void notice_channel::send(int tag, std::vector<int> const& peers, std::int64_t e
                               }),
                out_.end());
     auto o = std::make_unique<outgoing>();
+    o->msg.plan = plan;
     o->msg.execution = execution;
     o->msg.direction = static_cast<std::int16_t>(direction);
     o->msg.ahead = ahead ? 1 : 0;
@@ -150,10 +152,11 @@ void notice_channel::keep_receiving(int tag, int n, MPI_Request pending,
   }
 }
 
-void peer_watch::arm(notice_channel& channel, int tag, char const* label) {
+void peer_watch::arm(notice_channel& channel, int tag, std::int64_t plan, char const* label) {
   channel_ = &channel;
   comm_ = channel.comm();
   tag_ = tag;
+  plan_ = plan;
   label_ = label;
   if (comm_ == MPI_COMM_NULL) return;
   post();
@@ -196,14 +199,18 @@ void peer_watch::collect() {
     MPI_Status st;
     HALOX_MPI_CHECK(MPI_Test(&req_, &flag, &st));
     if (!flag) return;
+    if (in_->plan != plan_) {
+      post(); // another plan's, left over from a freed communicator: dropped
+      continue;
+    }
     received r;
     r.execution = in_->execution;
     r.direction = in_->direction;
     r.ahead = in_->ahead != 0;
     r.from = st.MPI_SOURCE;
-    r.reason.assign(in_->reason,
-                    static_cast<std::size_t>(std::clamp<std::int32_t>(
-                        in_->length, 0, static_cast<std::int32_t>(sizeof(in_->reason)))));
+    r.length =
+        std::clamp<std::int32_t>(in_->length, 0, static_cast<std::int32_t>(sizeof(in_->reason)));
+    std::memcpy(r.reason, in_->reason, static_cast<std::size_t>(r.length));
     box_.push_back(std::move(r));
     post();
   }
@@ -251,18 +258,18 @@ void peer_watch::poll(char const* backend) {
                     backend + "): rank " + std::to_string(r.from) +
                     " of its communicator left this plan and will not take part in this or any "
                     "later execution: it " +
-                    r.reason + ". Rank " + std::to_string(rank) +
+                    r.text() + ". Rank " + std::to_string(rank) +
                     " cancelled its part; the plan cannot run again: every rank must execute the "
                     "same plans the same number of times before destroying them or finalising");
   // The failed rank learns at its next execution of this plan that this one went ahead (and so
   // may have sent it messages of this execution), without waiting.
   if (channel_ != nullptr)
-    channel_->send(tag_, {r.from}, r.execution, r.direction, std::string(), true);
+    channel_->send(tag_, plan_, {r.from}, r.execution, r.direction, std::string(), true);
   throw error(
       errc::peer_failed,
       std::string(label_) + (r.direction ? " (reverse/inverse)" : "") + " with message tag " +
           std::to_string(tag_) + " (backend " + backend + "): rank " + std::to_string(r.from) +
-          " of its communicator failed at this execution and will not take part: " + r.reason +
+          " of its communicator failed at this execution and will not take part: " + r.text() +
           ". Rank " + std::to_string(rank) +
           " cancelled its part; the plan cannot run again (messages of this execution "
           "may still be queued), so build a new plan from the same context, or end the "

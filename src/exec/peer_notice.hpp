@@ -30,11 +30,15 @@ inline constexpr int departure = 2;
 
 /// A notice on the wire: fixed size, so that one posted receive takes any notice.
 struct notice_message {
+  /// Which plan: its context's number and its own within the context, the same on every rank.
+  /// Tags repeat across contexts (MPI's tag range is small), and a notice still in flight when
+  /// its plan's communicator was freed may reach a later plan with the same tag: it is dropped.
+  std::int64_t plan = 0;
   std::int64_t execution = 0; ///< the sender's index of the execution it will not take part in
   std::int16_t direction = 0; ///< 0 forward, 1 reverse/inverse, `departure`
   std::int16_t ahead = 0;     ///< 1: an answer, "I went ahead with it and cancelled my part"
   std::int32_t length = 0;    ///< characters of `reason` used
-  char reason[496] = {};      ///< the sender's error message (truncated)
+  char reason[488] = {};      ///< the sender's error message (truncated)
 };
 
 /// The context's side channel: its communicator (collective to open) and the notices this rank
@@ -54,8 +58,8 @@ public:
   /// Tells each of `peers` (ranks of the communicator) that this rank will not take part in
   /// execution `execution` of the plan with `tag`, because of `reason`. Never throws: it runs
   /// while the caller's own error is on its way out.
-  void send(int tag, std::vector<int> const& peers, std::int64_t execution, int direction,
-            std::string const& reason, bool ahead = false) noexcept;
+  void send(int tag, std::int64_t plan, std::vector<int> const& peers, std::int64_t execution,
+            int direction, std::string const& reason, bool ahead = false) noexcept;
 
   /// Keeps `n` receives of notices with `tag` posted for a plan that is gone (`pending`, its
   /// own, when not MPI_REQUEST_NULL, with the buffer it receives into), so that the departure
@@ -94,7 +98,7 @@ public:
 
   /// Posts the receive of the plan with `tag` on `channel` (the context's); `label` names the
   /// plan in errors ("halo_plan", ...).
-  void arm(notice_channel& channel, int tag, char const* label);
+  void arm(notice_channel& channel, int tag, std::int64_t plan, char const* label);
   /// The executors now wait in this rank's execution `execution` (-1: none, e.g. at plan time).
   void watch(std::int64_t execution) noexcept { current_ = execution; }
   /// Takes any notice that arrived (one MPI_Test when none did) and throws `halox::error`
@@ -119,21 +123,30 @@ public:
   /// to the channel (notice_channel::keep_receiving).
   void retire(std::vector<int> const& peers) noexcept;
 
+  /// Room for `n` notices, so that taking them while executing allocates nothing (one per peer's
+  /// departure, plus a few).
+  void reserve(std::size_t n) { box_.reserve(n); }
+
   /// The rank named by the latest peer_failed error (-1: none).
   [[nodiscard]] int failed_rank() const noexcept { return failed_; }
 
 private:
+  // Held inline, not in a std::string: a peer's departure may arrive while this rank still
+  // waits in its last execution, which must not allocate.
   struct received {
     std::int64_t execution = 0;
     int direction = 0;
     bool ahead = false;
     int from = -1;
-    std::string reason;
+    int length = 0;
+    char reason[sizeof(notice_message::reason)] = {};
+    [[nodiscard]] std::string text() const { return std::string(reason, std::size_t(length)); }
   };
   void post(); // (re)posts the notice receive into `in_`
   notice_channel* channel_ = nullptr;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int tag_ = 0;
+  std::int64_t plan_ = 0;
   char const* label_ = "plan";
   MPI_Request req_ = MPI_REQUEST_NULL;
   std::unique_ptr<notice_message> in_ = std::make_unique<notice_message>(); // its buffer
