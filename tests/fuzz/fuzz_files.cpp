@@ -9,10 +9,10 @@
 // hold exactly the values of the file it was made from.
 //
 //   halox_fuzz_files <target> <seconds> <corpus file or folder>...   (checkpoint, model,
-//   plan-cache, choice-cache, log; mnist takes one folder of the four idx files;
+//   plan-cache, choice-cache, log; mnist and cifar10 take one dataset folder;
 //   HALOX_FUZZ_SEED=<n> repeats a run)
 //   halox_fuzz_files selftest <folder>   the checkpoint format's own checks, in <folder>
-//   halox_fuzz_files write-corpus <folder>   writes the checkpoint corpus
+//   halox_fuzz_files write-corpus <folder> [mnist|cifar10]   writes a corpus
 #include "checkpoint.hpp"
 #include "data.hpp"
 #include "log_file.hpp"
@@ -258,24 +258,33 @@ void log_target(double seconds, std::vector<std::string> const& files) {
       [](std::string const&, std::string const&) {});
 }
 
-// MNIST: the four idx files of `dir`; each input damages one of them.
+// A dataset folder: MNIST's four idx files, or CIFAR-10's data_batch_1.bin and
+// test_batch.bin; each input damages one of them.
 char const* const mnist_files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+char const* const cifar_files[] = {"data_batch_1.bin", "test_batch.bin"};
 
-void mnist_target(double seconds, std::string const& dir, std::string const& scratch) {
+void dataset_target(std::string const& kind, double seconds, std::string const& dir,
+                    std::string const& scratch) {
+  bool const mnist = kind == "mnist";
+  std::vector<std::string> names;
+  if (mnist)
+    names.assign(std::begin(mnist_files), std::end(mnist_files));
+  else
+    names.assign(std::begin(cifar_files), std::end(cifar_files));
+  std::vector<halox::index_t> const shape =
+      mnist ? std::vector<halox::index_t>{1, 4, 4} : std::vector<halox::index_t>{3, 32, 32};
   std::vector<std::string> good;
-  for (auto const* f : mnist_files) good.push_back(read_all(fs::path(dir) / f));
+  for (auto const& f : names) good.push_back(read_all(fs::path(dir) / f));
   fs::create_directories(scratch);
   auto reader = [&](std::vector<std::string> const& set) {
     for (std::size_t i = 0; i < set.size(); ++i)
-      std::ofstream(fs::path(scratch) / mnist_files[i], std::ios::binary | std::ios::trunc)
-          << set[i];
-    auto d = trainer::open_dataset("mnist:" + scratch, {1, 4, 4}, 10, 1, 1);
-    std::vector<float> px(16);
+      std::ofstream(fs::path(scratch) / names[i], std::ios::binary | std::ios::trunc) << set[i];
+    auto d = trainer::open_dataset(kind + ":" + scratch, shape, 10, 1, 1);
     halox::box whole;
     whole.nd = 3;
-    whole.hi[0] = 1;
-    whole.hi[1] = whole.hi[2] = 4;
+    for (int k = 0; k < 3; ++k) whole.hi[k] = shape[static_cast<std::size_t>(k)];
+    std::vector<float> px(static_cast<std::size_t>(whole.volume()));
     for (auto sp : {trainer::split::train, trainer::split::test})
       for (halox::index_t id = 0; id < d->size(sp); ++id) {
         d->read(sp, id, whole, px.data());
@@ -284,16 +293,16 @@ void mnist_target(double seconds, std::string const& dir, std::string const& scr
   };
   std::uint64_t seed = std::random_device{}();
   if (char const* e = std::getenv("HALOX_FUZZ_SEED")) seed = std::strtoull(e, nullptr, 10);
-  std::printf("mnist: HALOX_FUZZ_SEED=%llu, %.0f s\n", static_cast<unsigned long long>(seed),
-              seconds);
+  std::printf("%s: HALOX_FUZZ_SEED=%llu, %.0f s\n", kind.c_str(),
+              static_cast<unsigned long long>(seed), seconds);
   try {
     reader(good);
   } catch (halox::error const& e) {
-    die(std::string("mnist: the corpus is rejected: ") + e.what());
+    die(kind + ": the corpus is rejected: " + e.what());
   }
   std::mt19937_64 rng(seed);
   tally t;
-  current = "mnist";
+  current = mnist ? "mnist" : "cifar10";
   auto const until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < until) {
     auto set = good;
@@ -306,14 +315,14 @@ void mnist_target(double seconds, std::string const& dir, std::string const& scr
     } catch (halox::error const&) {
       ++t.rejected;
     } catch (std::exception const& e) {
-      die("mnist: input " + std::to_string(t.tried) + " threw " + typeid(e).name() + " (" +
+      die(kind + ": input " + std::to_string(t.tried) + " threw " + typeid(e).name() + " (" +
           e.what() + ") instead of halox::error");
     }
     ::alarm(0);
     ++t.tried;
   }
-  std::printf("mnist: %ld damaged inputs, %ld rejected with halox::error, %ld accepted\n", t.tried,
-              t.rejected, t.accepted);
+  std::printf("%s: %ld damaged inputs, %ld rejected with halox::error, %ld accepted\n",
+              kind.c_str(), t.tried, t.rejected, t.accepted);
 }
 
 // Four tiny idx files: 3 training and 2 test images of 4x4, labels 0 to 4.
@@ -335,6 +344,21 @@ void write_mnist(std::string const& dir) {
     std::ofstream(fs::path(dir) / mnist_files[2 * test], std::ios::binary) << im;
     std::ofstream(fs::path(dir) / mnist_files[2 * test + 1], std::ios::binary) << lb;
   }
+}
+
+// Two CIFAR-10 records in the training batch and one in the test batch (label byte, then
+// 3x32x32 pixels).
+void write_cifar(std::string const& dir) {
+  auto records = [](int n, int first_label) {
+    std::string s;
+    for (int r = 0; r < n; ++r) {
+      s += static_cast<char>(first_label + r);
+      for (int i = 0; i < 3072; ++i) s += static_cast<char>((i * 7 + r) & 0xFF);
+    }
+    return s;
+  };
+  std::ofstream(fs::path(dir) / cifar_files[0], std::ios::binary) << records(2, 0);
+  std::ofstream(fs::path(dir) / cifar_files[1], std::ios::binary) << records(1, 5);
 }
 
 // The checkpoint format's promises, on files in `dir`.
@@ -451,6 +475,8 @@ int main(int argc, char** argv) {
       rc = selftest(argv[2]);
     } else if (argc > 3 && std::string(argv[3]) == "mnist") {
       write_mnist(argv[2]);
+    } else if (argc > 3 && std::string(argv[3]) == "cifar10") {
+      write_cifar(argv[2]);
     } else {
       auto const v2 = trainer::checkpoint_bytes("fuzz", store(1.0f), trainer::train_position{3});
       std::ofstream(std::string(argv[2]) + "/small.ckpt", std::ios::binary) << v2;
@@ -463,9 +489,9 @@ int main(int argc, char** argv) {
   }
   if (argc < 4) die("give the seconds and at least one corpus file or folder");
   double const seconds = std::atof(argv[2]);
-  if (what == "mnist") {
-    std::string const scratch = argc > 4 ? argv[4] : "halox-fuzz-mnist";
-    mnist_target(seconds, argv[3], scratch);
+  if (what == "mnist" || what == "cifar10") {
+    std::string const scratch = argc > 4 ? argv[4] : "halox-fuzz-" + what;
+    dataset_target(what, seconds, argv[3], scratch);
     return 0;
   }
   std::vector<std::string> const where(argv + 3, argv + argc);
