@@ -14,7 +14,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <vector>
 
 namespace trainer {
@@ -168,12 +167,11 @@ train_position parse_payload(reader& r, std::string const& model, param_store<T>
     auto const trainable = r.get<std::uint8_t>("a trainable flag");
     if (trainable > 1)
       r.bad("parameter '" + name + "' has trainable flag " + std::to_string(trainable));
-    if ((trainable != 0) != p.trainable)
-      HALOX_REQUIRE(false, halox::errc::invalid_argument,
-                    "checkpoint " + path + ": parameter '" + name + "' is " +
-                        (trainable ? "" : "not ") +
-                        "trainable there but not in the model (the model file changed since the "
-                        "checkpoint was written)");
+    HALOX_REQUIRE((trainable != 0) == p.trainable, halox::errc::invalid_argument,
+                  "checkpoint " + path + ": parameter '" + name + "' is " +
+                      (trainable ? "trainable there but not in the model"
+                                 : "not trainable there but is in the model") +
+                      " (the model file changed since the checkpoint was written)");
     if (trainable) f.velocity = r.bytes(p.velocity.size() * sizeof(T), "a momentum buffer");
     at.push_back(f);
   }
@@ -283,14 +281,17 @@ template <class T> train_position load_checkpoint(std::string const& path, std::
   MPI_Comm_rank(comm, &rank);
   std::string data, err;
   if (rank == 0) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    std::streamoff const size = f ? static_cast<std::streamoff>(f.tellg()) : -1;
+    if (size >= 0) {
+      // Read once, straight into the buffer that is broadcast and parsed.
+      data.resize(static_cast<std::size_t>(size));
+      f.seekg(0);
+      f.read(data.data(), size);
+    }
+    if (size < 0 || !f) {
       err = "cannot read checkpoint " + path + "; pass a file written by --checkpoint";
       if (exists(path + ".prev")) err += ", or " + path + ".prev (the one written before it)";
-    } else {
-      std::stringstream ss;
-      ss << f.rdbuf();
-      data = ss.str();
     }
   }
   agree(err, comm);

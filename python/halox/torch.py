@@ -309,7 +309,6 @@ class _Collectives:
         self.comm = halox.as_comm(comm)
         self.group = group
         self.size = self.comm.size
-        self.rank = self.comm.rank
 
     def allreduce_(self, t):
         if t.numel() == 0:
@@ -623,8 +622,9 @@ class _HaloedWindow(torch.autograd.Function):
         plan.execute_reverse(gb, "sum", stream=_stream_of(gb))
         gx = gb[desc.owned_slices]
         if ctx.layer._relu_in:
-            # The buffer still holds the ReLU's output: it is busy until this backward.
-            gx = gx * (ctx.buf[desc.owned_slices] > 0)
+            # The buffer still holds the ReLU's output: it is busy until this backward. gb is
+            # this node's own (made here, or torch's operator backward made it for this node).
+            gx.mul_(ctx.buf[desc.owned_slices] > 0)
         return gx, None, None, None
 
 
@@ -864,8 +864,8 @@ class DistAvgPool3d(_DistAvgPoolNd, torch.nn.AvgPool3d):
 
 
 class _SpatialBatchNorm(torch.autograd.Function):
-    """Batch-norm training step over the whole spatial split: torch's fused ``var_mean`` gives
-    this process's per-channel mean and M2, one all-gather of one small float64 tensor (count,
+    """Batch-norm training step over the whole spatial split: sums of the values shifted by a
+    pivot per channel give this process's per-channel mean and M2, one all-gather of one small float64 tensor (count,
     means, M2s of every process) on the tensor's device brings every process's, and they are
     merged as halox's C++ batch norm merges them (Chan et al.'s pairwise formula, which does
     not cancel when the mean is large against the spread; in closed form: every process's
@@ -882,10 +882,8 @@ class _SpatialBatchNorm(torch.autograd.Function):
         grid = layer.grid
         c = layer.num_features
         send, recv = layer._stats_buffers(x.device)
-        problem = None
-        if x.shape[1] != c:
-            problem = (f"its input has {x.shape[1]} channels but the layer normalises {c} "
-                       "(num_features)")
+        problem = layer._channel_problem(x)
+        if problem is not None:
             send.zero_()
             send[0] = -1.0
         else:
@@ -987,6 +985,12 @@ class _DistBatchNorm:
         self.grid = grid
         self._stats = {}
 
+    def _channel_problem(self, x):
+        if x.shape[1] == self.num_features:
+            return None
+        return (f"its input has {x.shape[1]} channels but the layer normalises "
+                f"{self.num_features} (num_features)")
+
     def _stats_buffers(self, device):
         """The all-gather's send and receive tensors (float64, on ``device``), kept."""
         bufs = self._stats.get(device)
@@ -999,9 +1003,8 @@ class _DistBatchNorm:
 
     def forward(self, x):
         self._check_input_dim(x)
-        if self.grid.size == 1 and x.shape[1] != self.num_features:
-            _fail(f"{type(self).__name__}: its input has {x.shape[1]} channels but the layer "
-                  f"normalises {self.num_features} (num_features)")
+        if self.grid.size == 1 and self._channel_problem(x) is not None:
+            _fail(f"{type(self).__name__}: {self._channel_problem(x)}")
         use_batch = self.training or not self.track_running_stats
         if not use_batch or self.grid.size == 1:
             return torch.nn.modules.batchnorm._BatchNorm.forward(self, x)
@@ -1225,16 +1228,17 @@ class GlobalPoolToSample(_ToSample):
         send[0] = status
         local_index = None
         with torch.no_grad():
-            if status != 0:
+            # This process's cells of the window, per sample and channel.
+            xs = x[(slice(None), slice(None)) + self._local].reshape(n, c, -1) if status == 0 \
+                else None
+            if xs is None:
                 send[1:].zero_()
             elif self.mode == "avg":
-                xs = x[(slice(None), slice(None)) + self._local].reshape(n, c, -1)
                 if xs.shape[2]:
                     send[1:].copy_(xs.sum(2).reshape(-1))
                 else:
                     send[1:].zero_()
             else:
-                xs = x[(slice(None), slice(None)) + self._local].reshape(n, c, -1)
                 if xs.shape[2]:
                     v, a = xs.max(2)
                     send[1:1 + n * c].copy_(v.reshape(-1))

@@ -122,7 +122,7 @@ def test_halo_buffers_are_kept_and_never_shared_by_live_graphs():
     agree(len(pool) == 2, f"{len(pool)} buffers for two live graphs")
 
 
-def expect_error_everywhere(fn, bound=20.0):
+def expect_error_everywhere(fn):
     """Runs fn on every rank; returns (message or None, seconds)."""
     t0 = time.perf_counter()
     try:
@@ -140,47 +140,38 @@ def blocks(size):
     return grid, tuple(hi - lo for lo, hi in grid.split(size))
 
 
-def test_wrong_block_in_the_steady_state_fails_everywhere_at_once():
-    n = COMM.size
-    if n < 2:
+def fails_in_the_steady_state(batch, odd_rank, odd_input, own, peer):
+    """A 3x3 convolution runs steadily, then ``odd_rank`` passes ``odd_input(good, block)``:
+    that rank's error holds every word of ``own(block)``, every other rank's every word of
+    ``peer``, all within 20 s; afterwards the layer plans anew and runs on."""
+    if COMM.size < 2:
         pytest.skip("needs peers")
     size = (8, 8)
     grid, block = blocks(size)
     conv = ht.DistConv2d(1, 1, 3, padding=1, grid=grid, input_size=size)
-    good = torch.zeros(1, 1, *block)
+    good = torch.zeros(batch, 1, *block)
     conv(good)
     conv(good)
-    wrong = (block[0] + 1, block[1])
-    bad = torch.zeros(1, 1, *wrong) if COMM.rank == 1 else good
-    msg, secs = expect_error_everywhere(lambda: conv(bad))
-    if COMM.rank == 1:
-        agree(msg is not None and str(wrong) in msg, msg)
-    else:
-        agree(msg is not None and "peer_failed" in msg and "rank 1" in msg, msg)
+    x = odd_input(good, block) if COMM.rank == odd_rank else good
+    msg, secs = expect_error_everywhere(lambda: conv(x))
+    words = own(block) if COMM.rank == odd_rank else peer
+    agree(msg is not None and all(w in msg for w in words), msg)
     agree(secs < 20, f"took {secs:.1f} s")
-    # The layer plans anew and runs on.
-    out = conv(torch.ones(1, 1, *block))
-    agree(tuple(out.shape) == (1, 1, *block), "usable after the error")
+    out = conv(good)
+    agree(tuple(out.shape) == (batch, 1, *block), "usable after the error")
+
+
+def test_wrong_block_in_the_steady_state_fails_everywhere_at_once():
+    fails_in_the_steady_state(
+        1, 1, lambda good, block: torch.zeros(1, 1, block[0] + 1, block[1]),
+        own=lambda block: [str((block[0] + 1, block[1]))], peer=["peer_failed", "rank 1"])
 
 
 def test_wrong_dtype_in_the_steady_state_fails_everywhere_at_once():
-    n = COMM.size
-    if n < 2:
-        pytest.skip("needs peers")
-    size = (8, 8)
-    grid, block = blocks(size)
-    conv = ht.DistConv2d(1, 1, 3, padding=1, grid=grid, input_size=size)
-    good = torch.zeros(2, 1, *block)
-    conv(good)
-    odd = good.double() if COMM.rank == n - 1 else good
-    msg, secs = expect_error_everywhere(lambda: conv(odd))
-    if COMM.rank == n - 1:
-        agree(msg is not None and "changed" in msg and "float64" in msg, msg)
-    else:
-        agree(msg is not None and f"rank {n - 1}" in msg and "changed" in msg, msg)
-    agree(secs < 20, f"took {secs:.1f} s")
-    out = conv(good)
-    agree(tuple(out.shape) == (2, 1, *block), "usable after the error")
+    last = COMM.size - 1
+    fails_in_the_steady_state(2, last, lambda good, block: good.double(),
+                              own=lambda block: ["changed", "float64"],
+                              peer=[f"rank {last}", "changed"])
 
 
 def test_batch_norm_with_a_wrong_channel_count_fails_everywhere():

@@ -171,8 +171,8 @@ void plan_engine::depart(char const* why) noexcept {
   if (check_) return;
   try {
     // Peers waiting in the execution in flight here, or in any later one, will get none of
-    // this rank's messages. A peer that destroys the plan too never looks at the notice: its
-    // receive is cancelled, and the notice is dropped with the context's side channel.
+    // this rank's messages. A peer that destroys the plan too takes the notice without looking
+    // at it (peer_watch::retire leaves a receive for it with the context's side channel).
     std::int64_t const from = active_ != nullptr ? executions_ - 1 : executions_;
     std::vector<int> const peers = execution_peers();
     if (peers.empty()) return;

@@ -144,22 +144,25 @@ struct tally {
   long tried = 0, accepted = 0, rejected = 0;
 };
 
-// Runs `reader` on damaged copies of the corpus for `seconds`; `accept` checks a file the
-// reader took.
-void fuzz(char const* target, double seconds, std::vector<std::string> const& files,
-          std::function<void(std::string const&)> const& reader,
-          std::function<void(std::string const&, std::string const&)> const& accept) {
+// A check of nothing, for readers whose accepted inputs promise nothing more.
+auto const accept_any = [](auto const&, auto const&) {};
+
+// Every input of `corpus` must be accepted by `reader`; then, for `seconds`, `reader` gets
+// copies of them that `damage(input, rng)` made, and `accept(original, damaged)` checks each
+// one it took. Input: a file's bytes, or a set of files.
+template <class Input, class Damage, class Reader, class Accept>
+void fuzz(char const* target, double seconds, std::vector<Input> const& corpus, Damage damage,
+          Reader reader, Accept accept) {
   std::uint64_t seed = std::random_device{}();
   if (char const* s = std::getenv("HALOX_FUZZ_SEED")) seed = std::strtoull(s, nullptr, 10);
-  std::printf("%s: HALOX_FUZZ_SEED=%llu, %zu corpus file(s), %.0f s\n", target,
-              static_cast<unsigned long long>(seed), files.size(), seconds);
+  std::printf("%s: HALOX_FUZZ_SEED=%llu, %zu corpus input(s), %.0f s\n", target,
+              static_cast<unsigned long long>(seed), corpus.size(), seconds);
   std::fflush(stdout);
-  // The valid files themselves first: each must be accepted.
-  for (auto const& f : files) {
+  for (auto const& f : corpus) {
     try {
       reader(f);
     } catch (halox::error const& e) {
-      die(std::string(target) + ": a corpus file is rejected: " + e.what());
+      die(std::string(target) + ": a corpus input is rejected: " + e.what());
     }
   }
   std::mt19937_64 rng(seed);
@@ -167,8 +170,8 @@ void fuzz(char const* target, double seconds, std::vector<std::string> const& fi
   auto const until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   current = target;
   while (std::chrono::steady_clock::now() < until) {
-    auto const& orig = files[rng() % files.size()];
-    std::string const bad = mutate(orig, rng);
+    auto const& orig = corpus[rng() % corpus.size()];
+    Input const bad = damage(orig, rng);
     ::alarm(10);
     try {
       reader(bad);
@@ -187,8 +190,15 @@ void fuzz(char const* target, double seconds, std::vector<std::string> const& fi
               t.tried, t.rejected, t.accepted);
 }
 
+// The same for single files, each damaged by `mutate`.
+template <class Reader, class Accept = decltype(accept_any)>
+void fuzz_files(char const* target, double seconds, std::vector<std::string> const& files,
+                Reader reader, Accept accept = accept_any) {
+  fuzz(target, seconds, files, mutate, reader, accept);
+}
+
 void checkpoint_target(double seconds, std::vector<std::string> const& files) {
-  fuzz(
+  fuzz_files(
       "checkpoint", seconds, files,
       [](std::string const& bytes) {
         auto ps = store(0.0f);
@@ -208,10 +218,8 @@ void checkpoint_target(double seconds, std::vector<std::string> const& files) {
 }
 
 void model_target(double seconds, std::vector<std::string> const& files) {
-  fuzz(
-      "model", seconds, files,
-      [](std::string const& text) { (void)trainer::parse_model(text, "fuzz.model"); },
-      [](std::string const&, std::string const&) {});
+  fuzz_files("model", seconds, files,
+             [](std::string const& text) { (void)trainer::parse_model(text, "fuzz.model"); });
 }
 
 void plan_cache_target(double seconds, std::vector<std::string> const& files) {
@@ -225,37 +233,28 @@ void plan_cache_target(double seconds, std::vector<std::string> const& files) {
       if (line.compare(0, 6, "halox ") == 0) version = line.substr(6);
     }
   }
-  fuzz(
-      "plan-cache", seconds, files,
-      [&](std::string const& text) {
-        auto const c = halox::detail::parse_cache_file(text, mpi, version);
-        using v = halox::detail::cache_file_contents::verdict;
-        if (c.status != v::ok && c.status != v::empty)
-          throw halox::error(halox::errc::invalid_argument, c.problem);
-      },
-      [](std::string const&, std::string const&) {});
+  fuzz_files("plan-cache", seconds, files, [&](std::string const& text) {
+    auto const c = halox::detail::parse_cache_file(text, mpi, version);
+    using v = halox::detail::cache_file_contents::verdict;
+    if (c.status != v::ok && c.status != v::empty)
+      throw halox::error(halox::errc::invalid_argument, c.problem);
+  });
 }
 
 void choice_cache_target(double seconds, std::vector<std::string> const& files) {
   // A hint: the reader skips what it cannot parse and never refuses.
-  fuzz(
-      "choice-cache", seconds, files,
-      [](std::string const& text) {
-        std::istringstream in(text);
-        std::map<std::string, halox::ops::detail::measured_choice> out;
-        halox::ops::detail::read_choice_lines(in, out);
-      },
-      [](std::string const&, std::string const&) {});
+  fuzz_files("choice-cache", seconds, files, [](std::string const& text) {
+    std::istringstream in(text);
+    std::map<std::string, halox::ops::detail::measured_choice> out;
+    halox::ops::detail::read_choice_lines(in, out);
+  });
 }
 
 void log_target(double seconds, std::vector<std::string> const& files) {
-  fuzz(
-      "log", seconds, files,
-      [](std::string const& text) {
-        std::istringstream in(text);
-        (void)trainer::read_log_losses(in);
-      },
-      [](std::string const&, std::string const&) {});
+  fuzz_files("log", seconds, files, [](std::string const& text) {
+    std::istringstream in(text);
+    (void)trainer::read_log_losses(in);
+  });
 }
 
 // A dataset folder: MNIST's four idx files, or CIFAR-10's data_batch_1.bin and
@@ -291,38 +290,13 @@ void dataset_target(std::string const& kind, double seconds, std::string const& 
         (void)d->label(sp, id);
       }
   };
-  std::uint64_t seed = std::random_device{}();
-  if (char const* e = std::getenv("HALOX_FUZZ_SEED")) seed = std::strtoull(e, nullptr, 10);
-  std::printf("%s: HALOX_FUZZ_SEED=%llu, %.0f s\n", kind.c_str(),
-              static_cast<unsigned long long>(seed), seconds);
-  try {
-    reader(good);
-  } catch (halox::error const& e) {
-    die(kind + ": the corpus is rejected: " + e.what());
-  }
-  std::mt19937_64 rng(seed);
-  tally t;
-  current = mnist ? "mnist" : "cifar10";
-  auto const until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    auto set = good;
+  std::vector<std::vector<std::string>> const corpus{good};
+  auto damage_one = [](std::vector<std::string> set, std::mt19937_64& rng) {
     auto& victim = set[rng() % set.size()];
     victim = mutate(victim, rng);
-    ::alarm(10);
-    try {
-      reader(set);
-      ++t.accepted;
-    } catch (halox::error const&) {
-      ++t.rejected;
-    } catch (std::exception const& e) {
-      die(kind + ": input " + std::to_string(t.tried) + " threw " + typeid(e).name() + " (" +
-          e.what() + ") instead of halox::error");
-    }
-    ::alarm(0);
-    ++t.tried;
-  }
-  std::printf("%s: %ld damaged inputs, %ld rejected with halox::error, %ld accepted\n",
-              kind.c_str(), t.tried, t.rejected, t.accepted);
+    return set;
+  };
+  fuzz(mnist ? "mnist" : "cifar10", seconds, corpus, damage_one, reader, accept_any);
 }
 
 // Four tiny idx files: 3 training and 2 test images of 4x4, labels 0 to 4.
