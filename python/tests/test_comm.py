@@ -130,3 +130,23 @@ def test_dims_create():
           halox.dims_create(36, 2) == [6, 6], "dims_create")
     with pytest.raises(halox.Error, match="nprocs=0"):
         halox.dims_create(0, 2)
+
+
+def test_allgather_into_a_buffer():
+    w = halox.comm_world()
+    n, me = w.size, w.rank
+    send = np.array([me, 10 * me], np.float64)
+    recv = np.full((n, 2), -1.0)
+    w.allgather_into(send, recv)
+    agree(np.array_equal(recv, np.array([[r, 10 * r] for r in range(n)], np.float64)),
+          f"allgather_into gave {recv}")
+    # A receive buffer of the wrong size or dtype is refused on the rank that passed it, before
+    # any message (every rank passes the same wrong size here, so all refuse).
+    with pytest.raises(halox.Error, match=r"recv holds 3 float64 elements but .* send 2 float64"):
+        w.allgather_into(send, np.zeros(3))
+    with pytest.raises(halox.Error, match="recv of the send's dtype"):
+        w.allgather_into(send, np.zeros((n, 2), np.float32))
+    with pytest.raises(halox.Error, match="read-only"):
+        ro = np.zeros((n, 2))
+        ro.setflags(write=False)
+        w.allgather_into(send, ro)

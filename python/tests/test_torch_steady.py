@@ -246,3 +246,12 @@ def test_a_relu_before_an_exchange_writes_into_the_halo_buffer():
     agree_close(xl.grad, xs.grad[grid.local_slices(size)], atol=1e-12, what="input gradient")
     for p, q in zip(par.parameters(), ref.parameters()):
         agree_close(p.grad, q.grad, atol=1e-12, what="parameter gradient")
+
+
+def test_a_process_group_without_torch_distributed_is_refused_everywhere():
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        pytest.skip("torch.distributed is initialised in this process")
+    with pytest.raises(halox.Error, match="torch.distributed is not initialised"):
+        ht.SpatialGrid(COMM, (COMM.size, 1), process_group=object())
+    agree(True)
