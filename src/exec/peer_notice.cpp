@@ -11,6 +11,11 @@
 
 namespace halox::detail {
 
+namespace {
+// Receives of departures kept per context for plans this rank ended before their peers did.
+constexpr std::size_t orphan_slots = 128;
+} // namespace
+
 void drain_unexpected(MPI_Comm comm) noexcept {
   if (comm == MPI_COMM_NULL || !mpi_alive()) return;
   for (int n = 0; n < 4096; ++n) {
@@ -57,21 +62,21 @@ bool testall_within(std::vector<MPI_Request>& reqs, double seconds) noexcept {
 } // namespace
 
 void notice_channel::open(MPI_Comm comm) {
+  orphans_ = std::make_unique<orphan[]>(orphan_slots);
   HALOX_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
   HALOX_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
 }
 
 void notice_channel::finish_orphans(double seconds) noexcept {
-  if (orphans_.empty() || !mpi_alive()) return;
+  if (!orphans_ || !mpi_alive()) return;
   std::vector<MPI_Request> reqs;
-  for (auto& o : orphans_) reqs.push_back(o->req);
-  if (!testall_within(reqs, seconds)) {
-    for (auto& r : reqs)
-      if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
-    if (!testall_within(reqs, 0.2))
-      for (auto& o : orphans_) (void)o.release(); // MPI may still write them
-  }
-  orphans_.clear();
+  for (std::size_t i = 0; i < orphan_slots; ++i)
+    if (orphans_[i].req != MPI_REQUEST_NULL) reqs.push_back(orphans_[i].req);
+  for (std::size_t i = 0; i < orphan_slots; ++i) orphans_[i].req = MPI_REQUEST_NULL;
+  if (reqs.empty() || testall_within(reqs, seconds)) return;
+  for (auto& r : reqs)
+    if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
+  if (!testall_within(reqs, 0.2)) (void)orphans_.release(); // MPI may still write them
 }
 
 notice_channel::~notice_channel() {
@@ -122,33 +127,28 @@ void notice_channel::send(int tag, std::int64_t plan, std::vector<int> const& pe
   }
 }
 
-void notice_channel::keep_receiving(int tag, int n, MPI_Request pending,
-                                    std::unique_ptr<notice_message> buffer) noexcept {
-  try {
-    // Those that completed are dropped here, so the list stays short.
-    orphans_.erase(
-        std::remove_if(orphans_.begin(), orphans_.end(),
-                       [](auto const& o) {
-                         int done = 0;
-                         return MPI_Test(&o->req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done;
-                       }),
-        orphans_.end());
-    if (pending != MPI_REQUEST_NULL) {
-      // The posted receive writes into `buffer`: it stays until the request is done.
-      auto o = std::make_unique<orphan>();
-      o->msg = std::move(buffer);
-      o->req = pending;
-      orphans_.push_back(std::move(o));
-      --n;
+void notice_channel::keep_receiving(int tag, int n) noexcept {
+  if (!orphans_) return;
+  for (; n > 0; --n) {
+    // A free slot (its receive done), else the oldest, whose receive is cancelled.
+    std::size_t slot = orphan_slots;
+    for (std::size_t i = 0; i < orphan_slots && slot == orphan_slots; ++i) {
+      int done = 0;
+      MPI_Request& r = orphans_[i].req;
+      if (r == MPI_REQUEST_NULL || (MPI_Test(&r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done))
+        slot = i;
     }
-    for (; n > 0; --n) {
-      auto o = std::make_unique<orphan>();
-      if (MPI_Irecv(o->msg.get(), static_cast<int>(sizeof(notice_message)), MPI_BYTE,
-                    MPI_ANY_SOURCE, tag, comm_.get(), &o->req) != MPI_SUCCESS)
-        return;
-      orphans_.push_back(std::move(o));
+    if (slot == orphan_slots) {
+      slot = next_orphan_;
+      next_orphan_ = (next_orphan_ + 1) % orphan_slots;
+      MPI_Request& r = orphans_[slot].req;
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
-  } catch (...) {
+    orphan& o = orphans_[slot];
+    if (MPI_Irecv(&o.msg, static_cast<int>(sizeof(notice_message)), MPI_BYTE, MPI_ANY_SOURCE, tag,
+                  comm_.get(), &o.req) != MPI_SUCCESS)
+      return;
   }
 }
 
@@ -163,7 +163,7 @@ void peer_watch::arm(notice_channel& channel, int tag, std::int64_t plan, char c
 }
 
 void peer_watch::post() {
-  HALOX_MPI_CHECK(MPI_Irecv(in_.get(), static_cast<int>(sizeof(notice_message)), MPI_BYTE,
+  HALOX_MPI_CHECK(MPI_Irecv(&in_, static_cast<int>(sizeof(notice_message)), MPI_BYTE,
                             MPI_ANY_SOURCE, tag_, comm_, &req_));
 }
 
@@ -177,18 +177,25 @@ void peer_watch::retire(std::vector<int> const& peers) noexcept {
   if (req_ == MPI_REQUEST_NULL || channel_ == nullptr || !mpi_alive()) return;
   try {
     collect();
+    // The posted receive ends here; a notice that lands in it meanwhile is taken like the rest.
+    MPI_Status st;
+    MPI_Cancel(&req_);
+    MPI_Wait(&req_, &st);
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);
+    if (!cancelled && in_.plan == plan_ && in_.direction == departure) {
+      received r;
+      r.execution = in_.execution;
+      r.direction = departure;
+      r.from = st.MPI_SOURCE;
+      box_.push_back(r);
+    }
     int missing = 0;
     for (int p : peers)
       if (std::none_of(box_.begin(), box_.end(),
                        [&](received const& r) { return r.from == p && r.direction == departure; }))
         ++missing;
-    if (missing == 0) {
-      // Every departure is in: the receive collect() posted again has nothing left to take.
-      MPI_Cancel(&req_);
-      MPI_Wait(&req_, MPI_STATUS_IGNORE);
-      return;
-    }
-    channel_->keep_receiving(tag_, missing, std::exchange(req_, MPI_REQUEST_NULL), std::move(in_));
+    channel_->keep_receiving(tag_, missing);
   } catch (...) {
   }
 }
@@ -199,18 +206,18 @@ void peer_watch::collect() {
     MPI_Status st;
     HALOX_MPI_CHECK(MPI_Test(&req_, &flag, &st));
     if (!flag) return;
-    if (in_->plan != plan_) {
+    if (in_.plan != plan_) {
       post(); // another plan's, left over from a freed communicator: dropped
       continue;
     }
     received r;
-    r.execution = in_->execution;
-    r.direction = in_->direction;
-    r.ahead = in_->ahead != 0;
+    r.execution = in_.execution;
+    r.direction = in_.direction;
+    r.ahead = in_.ahead != 0;
     r.from = st.MPI_SOURCE;
     r.length =
-        std::clamp<std::int32_t>(in_->length, 0, static_cast<std::int32_t>(sizeof(in_->reason)));
-    std::memcpy(r.reason, in_->reason, static_cast<std::size_t>(r.length));
+        std::clamp<std::int32_t>(in_.length, 0, static_cast<std::int32_t>(sizeof(in_.reason)));
+    std::memcpy(r.reason, in_.reason, static_cast<std::size_t>(r.length));
     box_.push_back(std::move(r));
     post();
   }

@@ -61,20 +61,18 @@ public:
   void send(int tag, std::int64_t plan, std::vector<int> const& peers, std::int64_t execution,
             int direction, std::string const& reason, bool ahead = false) noexcept;
 
-  /// Keeps `n` receives of notices with `tag` posted for a plan that is gone (`pending`, its
-  /// own, when not MPI_REQUEST_NULL, with the buffer it receives into), so that the departure
-  /// notices its peers send when they destroy their copies are taken, not left unmatched in the
-  /// MPI library. The destructor gives them a moment to complete, then cancels them.
-  void keep_receiving(int tag, int n, MPI_Request pending,
-                      std::unique_ptr<notice_message> buffer) noexcept;
-
+  /// Keeps `n` receives of notices with `tag` posted for a plan that is gone, so that the
+  /// departure notices its peers send when they destroy their copies are taken, not left
+  /// unmatched in the MPI library. They use slots allocated once with the channel (a plan's end
+  /// allocates nothing); when every slot is busy, the oldest receive is cancelled for a new one.
+  void keep_receiving(int tag, int n) noexcept;
   /// Waits at most `seconds` for the receives keep_receiving left, then cancels what is left
   /// (for MPI_Finalize, where no receive may stay posted).
   void finish_orphans(double seconds) noexcept;
 
 private:
   struct orphan {
-    std::unique_ptr<notice_message> msg = std::make_unique<notice_message>();
+    notice_message msg;
     MPI_Request req = MPI_REQUEST_NULL;
   };
   struct outgoing {
@@ -83,7 +81,9 @@ private:
   };
   unique_comm comm_;
   std::vector<std::unique_ptr<outgoing>> out_;
-  std::vector<std::unique_ptr<orphan>> orphans_;
+  // Fixed at open(); a heap array MPI writes into, released (kept) if a receive cannot end.
+  std::unique_ptr<orphan[]> orphans_;
+  std::size_t next_orphan_ = 0; // the slot to take when all are busy (the oldest)
 };
 
 /// One plan's watch for notices: its posted receive, and the notices that arrived for
@@ -118,9 +118,9 @@ public:
   /// Forgets the notices of executions before `execution` (a departure stays: it holds for
   /// every later execution).
   void forget_before(std::int64_t execution);
-  /// The plan is being destroyed: takes the notices that arrived, then leaves its posted
-  /// receive, and one more per peer of `peers` (the plan's) whose departure has not arrived,
-  /// to the channel (notice_channel::keep_receiving).
+  /// The plan is being destroyed: takes the notices that arrived, ends its posted receive, and
+  /// leaves one receive per peer of `peers` (the plan's) whose departure has not arrived to the
+  /// channel (notice_channel::keep_receiving).
   void retire(std::vector<int> const& peers) noexcept;
 
   /// Room for `n` notices, so that taking them while executing allocates nothing (one per peer's
@@ -149,7 +149,7 @@ private:
   std::int64_t plan_ = 0;
   char const* label_ = "plan";
   MPI_Request req_ = MPI_REQUEST_NULL;
-  std::unique_ptr<notice_message> in_ = std::make_unique<notice_message>(); // its buffer
+  notice_message in_;         // the posted receive's buffer
   std::vector<received> box_; // notices taken, of executions not yet over here
   std::int64_t current_ = -1;
   int failed_ = -1;
