@@ -99,6 +99,8 @@ Trains a CNN whose activations are split over samples and space by halox (docs/t
   --list-models         print the built-in models and exit
   --describe            print every layer's process grid and the redistributions; after
                         training, what each layer's operator measured and chose
+  --describe-file FILE  --describe, its reports written to FILE (rank 0) instead of stdout;
+                        the run's last line names the file
   --profile             at the end, each layer's forward and backward time per step (the
                         fastest and slowest rank; the first 5 steps are not counted)
   --dataset D           synthetic | synthetic3d | mnist:DIR | cifar10:DIR
@@ -194,6 +196,7 @@ options parse_options(std::vector<std::string> const& args) {
       {"--grad-reduce", [&](auto const& v) { o.grad_reduce = checked_grad_reduce(v); }},
       {"--balance", [&](auto const& v) { o.balance = v; }},
       {"--compare-log", [&](auto const& v) { o.compare_log = v; }},
+      {"--describe-file", [&](auto const& v) { o.describe_file = v; }},
       {"--expect-accuracy",
        [&](auto const& v) { o.expect_accuracy = to_double("--expect-accuracy", v, 0, 1); }},
       {"--rtol", [&](auto const& v) { o.rtol = to_double("--rtol", v, 0, 1); }},
@@ -236,6 +239,7 @@ options parse_options(std::vector<std::string> const& args) {
       bad("unknown option '" + args[i] + "'");
     }
   }
+  if (!o.describe_file.empty()) o.describe = true;
   if (o.deterministic && o.balance == "auto")
     bad("--balance auto with --deterministic: a split that follows measured speeds differs from "
         "run to run; pass fixed weights (--balance 1,1.5) or drop one of them");

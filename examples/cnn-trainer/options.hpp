@@ -47,7 +47,9 @@ struct options {
   /// one weight per rank (balancer).
   std::string balance = "off";
   bool describe = false; ///< print the layers, grids and moves
-  bool profile = false;  ///< print each layer's time per step at the end
+  /// --describe-file: the --describe reports go to this file (rank 0) instead of stdout.
+  std::string describe_file;
+  bool profile = false; ///< print each layer's time per step at the end
   /// How halo exchanges, gathers and redistributions move data: a host backend's name, checked
   /// to be available in this build (default: ucx where halox was built with UCX, else mpi_pack).
   std::string backend = default_backend();

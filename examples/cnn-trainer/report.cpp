@@ -32,11 +32,17 @@ reporter::reporter(options const& o, int rank, int size)
     HALOX_REQUIRE(json_ != nullptr, halox::errc::invalid_argument,
                   "cannot write --log-json " + o.log_json + "; check that its folder exists");
   }
-  // Every rank must agree on the failure above, or rank 0 would stop alone.
-  int ok = rank != 0 || o.log_json.empty() || json_ != nullptr;
-  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  HALOX_REQUIRE(ok, halox::errc::invalid_argument,
+  if (rank == 0 && !o.describe_file.empty())
+    describe_.reset(std::fopen(o.describe_file.c_str(), "w"));
+  // Every rank must agree on the failures above, or rank 0 would stop alone.
+  int ok[2] = {rank != 0 || o.log_json.empty() || json_ != nullptr,
+               rank != 0 || o.describe_file.empty() || describe_ != nullptr};
+  MPI_Bcast(ok, 2, MPI_INT, 0, MPI_COMM_WORLD);
+  HALOX_REQUIRE(ok[0], halox::errc::invalid_argument,
                 "cannot write --log-json " + o.log_json + "; check that its folder exists");
+  HALOX_REQUIRE(ok[1], halox::errc::invalid_argument,
+                "cannot write --describe-file " + o.describe_file +
+                    "; check that its folder exists");
 }
 
 reporter::~reporter() { flush(); }
@@ -88,6 +94,21 @@ void reporter::text(std::string const& s) {
 
 void reporter::text_root(std::string const& s) {
   if (rank_ == 0) text(s);
+}
+
+void reporter::report(std::string const& s) {
+  if (!describe_) return text(s);
+  std::fwrite(s.data(), 1, s.size(), describe_.get());
+}
+
+void reporter::report_root(std::string const& s) {
+  if (rank_ == 0) report(s);
+}
+
+void reporter::report_written() {
+  if (describe_ && std::fflush(describe_.get()) == 0)
+    line("layer report (grids, redistributions, what each operator chose, memory): " +
+         o_.describe_file);
 }
 
 void reporter::header(model_spec const& m, std::string const& data, long params, long steps,

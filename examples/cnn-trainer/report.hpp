@@ -71,6 +71,14 @@ public:
   /// Prints text as is on rank 0 only, also with --debug-print: for long reports, which a
   /// launcher forwarding several ranks' output could cut between lines of another rank.
   void text_root(std::string const& s);
+  /// The --describe reports: into the --describe-file on rank 0 when one is named, else as
+  /// `text`.
+  void report(std::string const& s);
+  /// As `report`, on rank 0 only (as `text_root`).
+  void report_root(std::string const& s);
+  /// At the end, with a --describe-file: the line naming it, so that a run's last lines are its
+  /// result and where the report went.
+  void report_written();
   /// Called between steps: writes out the lines and log records held back by the rate limit
   /// (see `flush_interval_s`) once the interval has passed. Costs a clock read otherwise.
   void tick();
@@ -96,6 +104,7 @@ private:
   int rank_, size_;
   bool prints_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> json_{nullptr, &std::fclose};
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> describe_{nullptr, &std::fclose};
   std::vector<std::pair<long, double>> losses_;
   std::string text_;           // lines not yet written to stdout
   double last_flush_ = -1e300; // MPI_Wtime of the last write-out

@@ -211,7 +211,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   // Build the first network now: a strategy that does not fit the rank count fails here, on
   // every rank alike, rather than inside the training loop.
   network<T>& first = nets.get(std::min<index_t>(o.batch, ntrain));
-  if (o.describe) out.text(first.describe());
+  if (o.describe) out.report(first.describe());
   std::vector<std::string> const kinds = first.kinds(); // `first` may be dropped (--balance)
 
   // The layers' partial gradients: in T, or with --deterministic (exact_grads) partial sums
@@ -230,7 +230,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
                      o.grad_reduce == "shared" ? reduce_path::shared
                      : o.grad_reduce == "mpi"  ? reduce_path::mpi
                                                : reduce_path::automatic);
-  if (o.describe) out.text(grads.describe() + "\n");
+  if (o.describe) out.report(grads.describe() + "\n");
   // Parameters, their gradients and momentum, and the reducer's buffers: what every plan holds.
   std::size_t fixed = grads.bytes();
   for (auto const& p : ps.params)
@@ -245,7 +245,7 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
   lean.recompute_cheap = lean.recompute_cheap || lean_first;
   nets.set_plan(lean);
   if (o.describe && (o.max_memory || !first.plan().segments.empty()))
-    out.text(budget.describe(first.plan()) + "\n");
+    out.report(budget.describe(first.plan()) + "\n");
 
   int status = 0;
   try {
@@ -364,19 +364,20 @@ template <class T> int train(options const& o, model_spec const& m, MPI_Comm wor
     // the same on every rank. Collective (a network not kept any more is built again).
     if (o.describe) {
       network<T>& last = nets.get(last_batch);
-      out.text_root(last.describe_tuned());
+      out.report_root(last.describe_tuned());
       // This rank's memory as accounted, and the process's peak growth since before training.
       process_memory const grown = read_process_memory().since(base);
       std::size_t const predicted = fixed + nets.bytes(true), measured = grown.peak;
       unsigned long most[2] = {predicted, measured};
       MPI_Allreduce(MPI_IN_PLACE, most, 2, MPI_UNSIGNED_LONG, MPI_MAX, world);
-      out.text_root("memory on rank 0:\n" + last.describe_memory() +
-                    "  parameters, gradients, momentum and gradient sums " + mib(fixed) +
-                    "\n  predicted peak " + mib(predicted) + ", measured peak " + mib(measured) +
-                    ", resident now " + mib(grown.rss) +
-                    " (growth since before the parameters)\n  over the ranks: predicted peak at "
-                    "most " +
-                    mib(most[0]) + ", measured peak at most " + mib(most[1]) + "\n");
+      out.report_root("memory on rank 0:\n" + last.describe_memory() +
+                      "  parameters, gradients, momentum and gradient sums " + mib(fixed) +
+                      "\n  predicted peak " + mib(predicted) + ", measured peak " + mib(measured) +
+                      ", resident now " + mib(grown.rss) +
+                      " (growth since before the parameters)\n  over the ranks: predicted peak at "
+                      "most " +
+                      mib(most[0]) + ", measured peak at most " + mib(most[1]) + "\n");
+      out.report_written();
     }
     if (o.expect_accuracy >= 0 && last_test_accuracy < o.expect_accuracy) {
       out.text("expected a test accuracy of at least " + std::to_string(100 * o.expect_accuracy) +
