@@ -17,7 +17,7 @@
 #include "data.hpp"
 #include "log_file.hpp"
 #include "model.hpp"
-#include "ops/choice_cache.hpp"
+#include "ops/providers/choice_cache.hpp"
 #include "tune/cache_file.hpp"
 
 #include <halox/error.hpp>

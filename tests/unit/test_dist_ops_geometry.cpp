@@ -1,7 +1,7 @@
 // Geometry of the distributed windowed operators (src/ops/dist_geometry.hpp), checked against
 // the serial footprint functions and against brute force over random windows and partitions.
-#include "ops/dist_geometry.hpp"
-#include "ops/dist_window.hpp"
+#include "ops/dist/dist_geometry.hpp"
+#include "ops/dist/dist_window.hpp"
 
 #include <halox/ops/window.hpp>
 

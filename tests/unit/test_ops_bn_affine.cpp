@@ -2,7 +2,7 @@
 // provider evaluates with cuDNN tensor operations, against the reference loops: forward
 // y = scale * x + shift and backward dx = a * dy + b * x + e, in training and inference, with and
 // without gamma and beta.
-#include "ops/bn_affine.hpp"
+#include "ops/kernels/bn_affine.hpp"
 
 #include <halox/ops/batch_norm.hpp>
 

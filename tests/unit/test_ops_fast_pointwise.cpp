@@ -1,9 +1,9 @@
 // The vectorised host kernels (src/ops/fast_pointwise.hpp, src/ops/fast_lrn.hpp) against the
 // reference loops, on views with halos, odd strides and every rank from [N, C] to
 // [N, C, D, H, W], and the run walk they are built on against a cell-by-cell oracle.
-#include "ops/elementwise.hpp"
-#include "ops/fast_lrn.hpp"
-#include "ops/fast_pointwise.hpp"
+#include "ops/kernels/elementwise.hpp"
+#include "ops/kernels/fast_lrn.hpp"
+#include "ops/kernels/fast_pointwise.hpp"
 
 #include "test_ops_util.hpp"
 

@@ -1,7 +1,7 @@
 // The operators' memory seam (src/ops/memory.hpp) on host memory: copies into strided views
 // run by run, grow-only buffers, host copies; and device memory refused with the reason when
 // there is none.
-#include "ops/memory.hpp"
+#include "ops/providers/memory.hpp"
 
 #include <gtest/gtest.h>
 
