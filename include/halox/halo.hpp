@@ -6,6 +6,7 @@
 #include <halox/backend.hpp>
 #include <halox/context.hpp>
 #include <halox/tensor_view.hpp>
+#include <halox/tune.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -19,30 +20,6 @@ namespace halox {
 enum class boundary_fill {
   untouched, ///< leave them as they are
   constant   ///< set them to `halo_options::fill_value` (zero padding for convolutions)
-};
-
-/// Options of automatic backend selection (used when the backend is `automatic`).
-struct tune_options {
-  int warmup = 2; ///< untimed runs per candidate
-  /// Rounds every candidate is timed in before any is dropped or a winner declared (a round
-  /// times each remaining candidate once, interleaved; the median of max-over-ranks counts).
-  int trials = 5;
-  double budget_seconds = 2.; ///< stop measuring past this time ($HALOX_TUNE_BUDGET overrides)
-  std::string cache_file;     ///< on-disk plan cache ("" = $HALOX_PLAN_CACHE, or none)
-  /// Rounds after which the best median wins even when the confidence intervals still overlap
-  /// ($HALOX_TUNE_MAX_ROUNDS overrides).
-  int max_rounds = 64;
-  /// When the winner's interval overlapped the runner-up's, the plan's first forward
-  /// executions alternate between both and the plan keeps the faster (one small all-reduce at
-  /// the decision; $HALOX_TUNE_RECHECK overrides; see docs/autotune.md). Host memory only.
-  bool recheck = true;
-  /// After the choice (and any re-check), keep timing forward executions and re-check against
-  /// the runner-up when the choice becomes clearly slower than the runner-up was measured (a
-  /// transport changing protocol, memory or network contention). One small all-reduce at each
-  /// check, at exponentially growing intervals (16, 32, ... 1024 executions); only for
-  /// exchanges of 20 us or more, host memory, and with `recheck` on ($HALOX_TUNE_WATCH
-  /// overrides; see docs/autotune.md).
-  bool watch = true;
 };
 
 /// Options of a halo-exchange plan. Every rank must pass the same options.
@@ -88,8 +65,13 @@ public:
   /// Plans the exchange of several tensors on `ctx`.
   halo_plan(context const& ctx, std::vector<tensor_desc> const& tensors,
             halo_options const& options = {});
+  /// Ends the plan on this rank (not collective): an exchange in flight is completed or
+  /// cancelled first, and the plan's peers are told this rank left it, so one that executes it
+  /// again raises errc::peer_failed instead of waiting.
   ~halo_plan();
+  /// Moves the plan; the moved-from plan may only be destroyed or assigned to.
   halo_plan(halo_plan&&) noexcept;
+  /// Moves a plan into this one, ending the plan this one held first.
   halo_plan& operator=(halo_plan&&) noexcept;
 
   /// Forward exchange (start + wait) of one tensor.
@@ -139,8 +121,9 @@ public:
   [[nodiscard]] backend selected_backend() const noexcept;
   /// Number of tensors exchanged.
   [[nodiscard]] int num_tensors() const noexcept;
-  /// Bytes this rank sends / receives per forward exchange (local copies excluded).
+  /// Bytes this rank sends per forward exchange (local copies excluded).
   [[nodiscard]] std::size_t bytes_sent() const noexcept;
+  /// Bytes this rank receives per forward exchange (local copies excluded).
   [[nodiscard]] std::size_t bytes_received() const noexcept;
   /// Number of peers this rank exchanges messages with.
   [[nodiscard]] int num_peers() const noexcept;

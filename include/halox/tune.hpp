@@ -12,8 +12,33 @@
 /// See docs/autotune.md.
 
 #include <cstdint>
+#include <string>
 
 namespace halox {
+
+/// Options of automatic backend selection (used when the backend is `automatic`).
+struct tune_options {
+  int warmup = 2; ///< untimed runs per candidate
+  /// Rounds every candidate is timed in before any is dropped or a winner declared (a round
+  /// times each remaining candidate once, interleaved; the median of max-over-ranks counts).
+  int trials = 5;
+  double budget_seconds = 2.; ///< stop measuring past this time ($HALOX_TUNE_BUDGET overrides)
+  std::string cache_file;     ///< on-disk plan cache ("" = $HALOX_PLAN_CACHE, or none)
+  /// Rounds after which the best median wins even when the confidence intervals still overlap
+  /// ($HALOX_TUNE_MAX_ROUNDS overrides).
+  int max_rounds = 64;
+  /// When the winner's interval overlapped the runner-up's, the plan's first forward
+  /// executions alternate between both and the plan keeps the faster (one small all-reduce at
+  /// the decision; $HALOX_TUNE_RECHECK overrides; see docs/autotune.md). Host memory only.
+  bool recheck = true;
+  /// After the choice (and any re-check), keep timing forward executions and re-check against
+  /// the runner-up when the choice becomes clearly slower than the runner-up was measured (a
+  /// transport changing protocol, memory or network contention). One small all-reduce at each
+  /// check, at exponentially growing intervals (16, 32, ... 1024 executions); only for
+  /// exchanges of 20 us or more, host memory, and with `recheck` on ($HALOX_TUNE_WATCH
+  /// overrides; see docs/autotune.md).
+  bool watch = true;
+};
 
 /// Counters of automatic selection in this process (each rank counts its own plans).
 struct tune_statistics {

@@ -8,7 +8,7 @@
 #include <halox/error.hpp>
 
 #if HALOX_HAS_CUDA
-#include "exec/cuda/device_probe.hpp"
+#include "exec/device_probe.hpp"
 #endif
 
 #include <optional>

@@ -1,6 +1,6 @@
 #include "api/plan_engine.hpp"
 #include "common/agreement.hpp"
-#include "exec/cpu/pack.hpp"
+#include "exec/local_copies.hpp"
 #include "model/view_check.hpp"
 #include "plan/redist_planner.hpp"
 

@@ -1,6 +1,5 @@
 #include "common/environment.hpp"
 
-#include <halox/backend.hpp>
 #include <halox/error.hpp>
 #include <halox/settings.hpp>
 
@@ -184,7 +183,6 @@ std::string problem(entry const& e, std::string const& v) {
     case kind::word:
       if (std::string(e.name) == "HALOX_TUNE_RECHECK") (void)tune_recheck();
       if (std::string(e.name) == "HALOX_ONEDNN_LAYOUT") (void)onednn_layout();
-      if (std::string(e.name) == "HALOX_BACKEND") (void)backend_from_string(v);
       break;
     case kind::text: break;
     }
@@ -195,6 +193,13 @@ std::string problem(entry const& e, std::string const& v) {
 }
 
 } // namespace
+
+std::vector<set_variable> set_variables() {
+  std::vector<set_variable> out;
+  for (auto const& e : table)
+    if (auto const v = raw(e)) out.push_back({e.name, *v, problem(e, *v)});
+  return out;
+}
 
 std::optional<double> timeout_seconds() { return seconds("HALOX_TIMEOUT"); }
 std::optional<bool> check_execute() { return flag("HALOX_CHECK"); }
@@ -261,19 +266,6 @@ std::vector<setting_info> const& environment_settings() {
     return out;
   }();
   return all;
-}
-
-std::string describe_environment() {
-  std::string out;
-  for (auto const& e : detail::settings::table) {
-    auto const v = detail::settings::raw(e);
-    if (!v) continue;
-    out += std::string(e.name) + "=" + *v;
-    if (auto const why = detail::settings::problem(e, *v); !why.empty())
-      out += " (rejected: " + why + ")";
-    out += "\n";
-  }
-  return out;
 }
 
 } // namespace halox

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace halox::detail::settings {
 
@@ -55,5 +56,14 @@ enum class recheck { off, on, always, force_switch };
 [[nodiscard]] std::optional<std::string> ucx_tls();
 [[nodiscard]] std::optional<std::string> ucx_net_devices();
 [[nodiscard]] std::optional<std::string> ucx_rndv_thresh();
+
+/// One HALOX_* variable set in this process: its value, and why the value is rejected ("" when
+/// it is accepted). HALOX_BACKEND's names are not checked here: the backend table they come
+/// from lives in a higher layer, which checks them itself (halox::describe_environment).
+struct set_variable {
+  std::string name, value, problem;
+};
+/// The HALOX_* variables of the settings table that are set, in table order.
+[[nodiscard]] std::vector<set_variable> set_variables();
 
 } // namespace halox::detail::settings

@@ -1,7 +1,8 @@
 #pragma once
-// What the CUDA runtime says about the visible devices, for `halox::choose_device`. Defined in
-// device_probe.cpp, which is compiled only in CUDA builds; this header includes no CUDA header so
-// the core can declare its use behind HALOX_HAS_CUDA.
+// What the CUDA runtime says about the visible devices, for `halox::choose_device`. Declared
+// here, outside the backend folders, so that the API layer reaches it without including one;
+// defined in cuda/device_probe.cpp, compiled only in CUDA builds. Includes no CUDA header, so the
+// core declares its use behind HALOX_HAS_CUDA.
 
 #include <string>
 #include <vector>

@@ -5,7 +5,7 @@
 #include "exec/executor.hpp"
 #include "tune/decision.hpp"
 
-#include <halox/halo.hpp>
+#include <halox/tune.hpp>
 
 #include <cstdint>
 #include <memory>

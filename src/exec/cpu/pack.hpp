@@ -3,6 +3,7 @@
 // detail/box.hpp (row-major over each region's box), identical to the CUDA kernels'.
 
 #include "exec/combine.hpp"
+#include "exec/local_copies.hpp"
 #include "exec/transport.hpp"
 #include "plan/schedule.hpp"
 
@@ -37,11 +38,6 @@ std::size_t pack_region(schedule const& s, region const& r, void const* const* b
 /// Unpacks one region; returns bytes read.
 std::size_t unpack_region(schedule const& s, region const& r, void* const* bufs,
                           std::byte const* in, combine_op op);
-/// Runs the schedule's local copies (src -> dst, combining with `op`) through `scratch`, which
-/// must hold `max_copy_bytes(s)` bytes (allocated once, at plan time).
-void run_local_copies(schedule const& s, void* const* bufs, combine_op op, std::byte* scratch);
-/// Largest local copy of the schedule, in bytes.
-[[nodiscard]] std::size_t max_copy_bytes(schedule const& s);
 /// Sets the schedule's fill regions to `value` converted to each slot's dtype.
 void run_fills(schedule const& s, void* const* bufs, double value);
 /// True when region `r` is one contiguous run of its slot's buffer (can be sent in place).

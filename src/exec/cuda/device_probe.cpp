@@ -1,4 +1,4 @@
-#include "exec/cuda/device_probe.hpp"
+#include "exec/device_probe.hpp"
 
 #include <halox/error.hpp>
 
