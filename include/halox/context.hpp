@@ -75,6 +75,10 @@ struct context_options {
   std::size_t pipeline_fragment_bytes = 0;
 };
 
+namespace detail {
+struct context_state; // what a context holds, shared by its plans (internal)
+} // namespace detail
+
 /// Transport resources shared by every plan built from one communicator.
 ///
 /// A context holds a duplicate of the caller's communicator (with `MPI_ERRORS_RETURN`, so an MPI
@@ -126,15 +130,17 @@ public:
   friend bool operator==(context const& a, context const& b) noexcept {
     return a.state_ == b.state_;
   }
+  /// True when the handles hold different resources.
   friend bool operator!=(context const& a, context const& b) noexcept { return !(a == b); }
 
-  struct state;
   /// The shared state (internal use by plans).
-  [[nodiscard]] std::shared_ptr<state> const& shared_state() const noexcept { return state_; }
+  [[nodiscard]] std::shared_ptr<detail::context_state> const& shared_state() const noexcept {
+    return state_;
+  }
 
 private:
-  explicit context(std::shared_ptr<state> s) noexcept : state_(std::move(s)) {}
-  std::shared_ptr<state> state_;
+  explicit context(std::shared_ptr<detail::context_state> s) noexcept : state_(std::move(s)) {}
+  std::shared_ptr<detail::context_state> state_;
 };
 
 /// Scratch memory a plan needs while executing, per kind of memory.

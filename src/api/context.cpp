@@ -29,7 +29,7 @@ namespace {
 
 namespace settings = detail::settings;
 
-std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const& o) {
+std::shared_ptr<detail::context_state> make_state(MPI_Comm comm, context_options const& o) {
   double timeout = 0.0;
   std::size_t fragment = 0;
   bool check = false;
@@ -70,7 +70,7 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
                "$HALOX_PIPELINE_FRAGMENT)=" +
                (fragment == 0 ? std::string("automatic") : std::to_string(fragment));
       });
-  auto s = std::make_shared<context::state>();
+  auto s = std::make_shared<detail::context_state>();
   s->timeout = timeout;
   s->check_execute = check;
   s->pipeline_fragment = fragment;
@@ -114,7 +114,7 @@ std::shared_ptr<context::state> make_state(MPI_Comm comm, context_options const&
 // dies with it (a communicator handle value may be reused after MPI_Comm_free; an attribute
 // cannot outlive its communicator).
 int delete_default(MPI_Comm, int, void* value, void*) {
-  delete static_cast<std::shared_ptr<context::state>*>(value);
+  delete static_cast<std::shared_ptr<detail::context_state>*>(value);
   return MPI_SUCCESS;
 }
 
@@ -139,8 +139,8 @@ context context::of(MPI_Comm comm) {
   void* v = nullptr;
   int flag = 0;
   HALOX_MPI_CHECK(MPI_Comm_get_attr(comm, k, &v, &flag));
-  if (flag) return context(*static_cast<std::shared_ptr<state>*>(v));
-  auto owner = std::make_unique<std::shared_ptr<state>>(make_state(comm, {}));
+  if (flag) return context(*static_cast<std::shared_ptr<detail::context_state>*>(v));
+  auto owner = std::make_unique<std::shared_ptr<detail::context_state>>(make_state(comm, {}));
   HALOX_MPI_CHECK(MPI_Comm_set_attr(comm, k, owner.get()));
   return context(*owner.release());
 }

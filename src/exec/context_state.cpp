@@ -13,9 +13,9 @@
 
 namespace halox {
 
-context::state::~state() { detail::drain_unexpected(comm.get()); }
+detail::context_state::~context_state() { detail::drain_unexpected(comm.get()); }
 
-void* context::state::allocate(std::size_t bytes, memory_kind kind, bool like_caller) {
+void* detail::context_state::allocate(std::size_t bytes, memory_kind kind, bool like_caller) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;
   if (alloc.allocate) {
@@ -36,8 +36,8 @@ void* context::state::allocate(std::size_t bytes, memory_kind kind, bool like_ca
   return p;
 }
 
-void context::state::deallocate(void* p, std::size_t bytes, memory_kind kind,
-                                bool like_caller) noexcept {
+void detail::context_state::deallocate(void* p, std::size_t bytes, memory_kind kind,
+                                       bool like_caller) noexcept {
   if (p == nullptr) return;
   in_use[static_cast<int>(kind)] -= bytes;
   if (alloc.deallocate)
@@ -48,7 +48,7 @@ void context::state::deallocate(void* p, std::size_t bytes, memory_kind kind,
     detail::default_device_deallocate(p, kind);
 }
 
-int context::state::next_tag() noexcept {
+int detail::context_state::next_tag() noexcept {
   ++plans;
   return 1 + static_cast<int>((tag_base + plans - 1) % static_cast<std::size_t>(tag_ub));
 }

@@ -1,7 +1,8 @@
 #pragma once
 // What a halox::context holds, shared by its plans and their executors: the private
 // communicator, the allocator, the tag counter and the transports' resources made on demand.
-// Defined at the executor layer, because executors draw on it; plans only pass it along.
+// Defined at the executor layer, because executors draw on it; the public class only holds a
+// pointer to it, and plans only pass it along.
 
 #include "exec/peer_notice.hpp"
 #include "exec/transport_resources.hpp"
@@ -14,13 +15,15 @@
 #include <memory>
 #include <string>
 
-struct halox::context::state {
-  state() = default;
+namespace halox::detail {
+
+struct context_state {
+  context_state() = default;
   /// Drops the messages of abandoned exchanges still queued on the communicators (see
   /// detail::drain_unexpected), so that the MPI library does not warn about them at exit.
-  ~state();
-  state(state const&) = delete;
-  state& operator=(state const&) = delete;
+  ~context_state();
+  context_state(context_state const&) = delete;
+  context_state& operator=(context_state const&) = delete;
 
   detail::unique_comm comm;
   /// The failure notices' side channel (exec/peer_notice.hpp), destroyed before `comm`.
@@ -60,10 +63,6 @@ struct halox::context::state {
   /// same order on every rank, so every rank hands out the same tag.
   int next_tag() noexcept;
 };
-
-namespace halox::detail {
-
-using context_state = halox::context::state;
 
 /// One allocation from a context, released on destruction (move-only). Holds the context so the
 /// allocator outlives the memory.
