@@ -54,6 +54,10 @@ enum class memory_space {
 };
 
 /// Reduction used by the reverse (accumulating) exchange.
-enum class reduce_op { sum, max, min };
+enum class reduce_op {
+  sum, ///< the owner's value plus every halo copy's (gradients)
+  max, ///< the largest of the owner's value and its halo copies'
+  min  ///< the smallest of the owner's value and its halo copies'
+};
 
 } // namespace halox

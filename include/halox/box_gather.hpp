@@ -50,6 +50,9 @@ public:
   /// empty range in any dimension receives nothing.
   box_gather_plan(tensor_desc const& src, std::vector<std::vector<index_range>> const& need,
                   box_gather_options const& options = {});
+  /// Ends the plan on this rank (not collective): an execution in flight is completed or
+  /// cancelled first, and the plan's peers are told this rank left it, so one that executes it
+  /// again raises errc::peer_failed instead of waiting.
   ~box_gather_plan();
   /// Plans move; the moved-from plan may only be destroyed or assigned to.
   box_gather_plan(box_gather_plan&&) noexcept;

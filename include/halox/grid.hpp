@@ -14,6 +14,7 @@ namespace halox {
 /// An owned MPI communicator (freed on destruction; move-only).
 class communicator {
 public:
+  /// Holds no communicator (`get()` is MPI_COMM_NULL).
   communicator() = default;
   /// Takes ownership of `c` (which must not be MPI_COMM_WORLD/SELF).
   explicit communicator(MPI_Comm c) : h_(c) {}

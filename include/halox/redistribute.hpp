@@ -71,6 +71,9 @@ public:
   /// Like `redistribute_plan(parent, src, dst, options)`, with `ctx` built on the parent.
   redistribute_plan(context const& ctx, tensor_desc const* src, tensor_desc const* dst,
                     redistribute_options const& options = {});
+  /// Ends the plan on this rank (not collective): an execution in flight is completed or
+  /// cancelled first, and the plan's peers are told this rank left it, so one that executes it
+  /// again raises errc::peer_failed instead of waiting.
   ~redistribute_plan();
   /// Moves the plan (the moved-from plan must not be used).
   redistribute_plan(redistribute_plan&&) noexcept;

@@ -18,6 +18,7 @@ struct tensor_view {
   void* data = nullptr;              ///< first allocated cell (halo included)
   std::size_t bytes = 0;             ///< size of the buffer in bytes
 
+  /// An empty view (no descriptor, no buffer); executing a plan with it throws.
   tensor_view() = default;
   /// View of `bytes` bytes at `data` holding `desc`'s local tensor.
   tensor_view(tensor_desc const& d, void* p, std::size_t n) : desc(&d), data(p), bytes(n) {}

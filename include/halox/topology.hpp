@@ -19,8 +19,8 @@ namespace halox {
 /// Where one process runs: its node and its socket (package) on that node. Any integers serve as
 /// labels; processes with equal `node` share a node, and with equal `node` and `socket` a socket.
 struct rank_place {
-  int node = 0;
-  int socket = 0;
+  int node = 0;   ///< label of the process's node
+  int socket = 0; ///< label of its socket on that node
 };
 
 /// Halo bytes of one exchange over the whole grid, split by what the bytes cross.
@@ -107,8 +107,8 @@ struct grid_options {
 /// What a `process_grid` did about the machine: empty (`requested == false`) unless it was built
 /// with `topology_reorder::nodes`.
 struct topology_report {
-  bool requested = false;
-  topology_mapping mapping;
+  bool requested = false;   ///< whether the grid was built with `topology_reorder::nodes`
+  topology_mapping mapping; ///< the placement chosen and its cost before and after
   /// One line: nodes, sockets, and the inter-node (inter-socket) bytes before and after.
   [[nodiscard]] std::string str() const;
 };

@@ -395,7 +395,7 @@ class SpatialGrid:
         return tuple(out)
 
     def local_slices(self, size):
-        """Slices selecting this process's block from a global (N, C, *size) tensor."""
+        """Slices selecting this process's block from a global ``(N, C, *size)`` tensor."""
         return (slice(None), slice(None)) + tuple(slice(lo, hi) for lo, hi in self.split(size))
 
     def _check_size(self, size):
@@ -715,6 +715,8 @@ class _HaloedWindowMixin:
                                 torch.device(device).type))
 
     def extra_repr(self):
+        """torch's description of the layer, plus ``relu_in=True`` when it applies a fused
+        ReLU to its input (:meth:`fuse_input_relu`)."""
         extra = super().extra_repr()
         return extra + (", relu_in=True" if self._relu_in else "")
 
@@ -745,6 +747,9 @@ class _DistConvNd(_HaloedWindowMixin):
                         self.padding, self.dilation, periodic=circular, backend=backend)
 
     def forward(self, x):
+        """The convolution of this process's output block. ``x`` is its spatial block of the
+        input (``SpatialGrid.local_slices``), N x C x the block's spatial shape; the result is
+        its block of the output (``output_size`` globally). Collective over the grid."""
         xs, pad = self._haloed(x)
         return self._conv(xs, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
@@ -803,6 +808,8 @@ class _DistPoolNd(_HaloedWindowMixin):
 class _DistMaxPoolNd(_DistPoolNd):
     # Max pooling pads with -inf: a padded cell never wins.
     def forward(self, x):
+        """Max pooling of this process's output block from its spatial block ``x`` of the
+        input (``SpatialGrid.local_slices``). Collective over the grid."""
         xs, pad = self._haloed(x)
         return self._pool(xs, self._k, self._s, pad, self._d)
 
@@ -836,6 +843,8 @@ class _DistAvgPoolNd(_DistPoolNd):
                   "use count_include_pad=True or no padding")
 
     def forward(self, x):
+        """Average pooling of this process's output block from its spatial block ``x`` of the
+        input (``SpatialGrid.local_slices``). Collective over the grid."""
         xs, pad = self._haloed(x)
         return self._pool(xs, self._k, self._s, pad, False, True, self.divisor_override)
 
@@ -1002,6 +1011,9 @@ class _DistBatchNorm:
         return bufs
 
     def forward(self, x):
+        """Normalises this process's spatial block ``x``. In training (or without running
+        statistics) the mean and variance cover every process's block, gathered in one
+        collective; in evaluation with running statistics nothing is communicated."""
         self._check_input_dim(x)
         if self.grid.size == 1 and self._channel_problem(x) is not None:
             _fail(f"{type(self).__name__}: {self._channel_problem(x)}")
@@ -1075,6 +1087,9 @@ class SpatialToSample(_ToSample):
                                       memory="device" if key[3] == "cuda" else "host")
 
     def forward(self, x):
+        """This process's samples (:meth:`samples`) as whole images, from its spatial block
+        ``x`` of the whole mini-batch: shape ``(rows, C, *input_size)``. Collective over the
+        grid."""
         key = _key_of(x) if x.dim() >= 2 else None
         plan = self._state.settle(key, self._problem(x), self._plans, self._build)
         try:
@@ -1216,6 +1231,9 @@ class GlobalPoolToSample(_ToSample):
         return bufs
 
     def forward(self, x):
+        """The pooled rows of this process's samples (:meth:`samples`), shape
+        (rows, C, 1, ...), from its spatial block ``x`` of the whole mini-batch. Collective
+        over the grid."""
         problem = self._problem(x)
         key = _key_of(x) if x.dim() >= 2 else None
         if _checks_always() or self._key is None:
@@ -1268,6 +1286,7 @@ class GlobalPoolToSample(_ToSample):
         return _GlobalPool.apply(x, self, recv, local_index)
 
     def extra_repr(self):
+        """The pooling mode, the global spatial input size and the window."""
         return f"mode={self.mode!r}, input_size={self.input_size}, window={self.window}"
 
 
@@ -1285,7 +1304,7 @@ def _fuse_relu(layers, d):
 def parallelize(model, grid, input_size, backend=None):
     """A spatially parallel copy of an ``nn.Sequential`` CNN, sharing its parameters.
 
-    Conv, max/avg pooling and batch-norm layers (2-d or 3-d) become their Dist* versions;
+    Conv, max/avg pooling and batch-norm layers (2-d or 3-d) become their ``Dist*`` versions;
     element-wise layers (ReLU, Dropout, ...) are kept. A global pooling layer (adaptive
     avg/max pooling to one cell, or avg/max pooling whose single window covers the map, as at
     the end of a ResNet) becomes a :class:`GlobalPoolToSample`, which reduces over the

@@ -23,10 +23,10 @@ namespace halox::ops {
 /// Up to `max_dims` extents or strides, stored inline (no allocation).
 class dims {
 public:
-  using value_type = index_t;
-  using size_type = std::size_t;
-  using iterator = index_t*;
-  using const_iterator = index_t const*;
+  using value_type = index_t;            ///< the type of one value
+  using size_type = std::size_t;         ///< the type of a count of values
+  using iterator = index_t*;             ///< iterator over the values
+  using const_iterator = index_t const*; ///< read-only iterator over the values
   /// The most values a `dims` holds: halox's tensor rank limit.
   static constexpr std::size_t capacity = static_cast<std::size_t>(max_dims);
 

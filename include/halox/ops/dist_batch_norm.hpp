@@ -39,6 +39,8 @@ public:
   /// always reduced as (count, mean, M2) by halox).
   dist_batch_norm(tensor_desc const& x, bn_stats_mode mode = bn_stats_mode::global,
                   bn_params const& p = {}, dist_options const& o = {});
+  /// Frees the operator's plans and buffers on this rank (not collective; its plans' peers
+  /// are told this rank left them).
   ~dist_batch_norm();
   /// Moves the operator (the moved-from one must not be used).
   dist_batch_norm(dist_batch_norm&&) noexcept;

@@ -38,6 +38,9 @@ public:
   /// periodic, rank not 3-5, dtype not matching T) or on invalid parameters.
   dist_conv(tensor_desc const& x, std::vector<index_t> w_shape, conv_params const& p,
             dist_options const& o = {});
+  /// Completes a deferred gradient all-reduce still in flight (see `finish_gradients`), then
+  /// frees the layer's plans and buffers on this rank (its plans' peers are told this rank
+  /// left them).
   ~dist_conv();
   /// Moves the layer (the moved-from layer must not be used).
   dist_conv(dist_conv&&) noexcept;

@@ -39,6 +39,8 @@ public:
   /// Throws `halox::error` on every rank on bad parameters (see `check_lrn_params`), a
   /// periodic channel dimension, or a provider without LRN (cudnn).
   explicit dist_lrn(tensor_desc const& x, lrn_params const& p = {}, dist_options const& o = {});
+  /// Frees the operator's plans and buffers on this rank (not collective; its plans' peers
+  /// are told this rank left them).
   ~dist_lrn();
   /// Moves the operator (the moved-from one must not be used).
   dist_lrn(dist_lrn&&) noexcept;
@@ -63,10 +65,10 @@ public:
   /// `dy`; `dx` may be `dy`.
   void backward(tensor_view const& x, tensor_view const& dy, tensor_view const& dx);
 
-  /// Times of the last `forward` or `backward` on this rank.
   /// What this operator uses on this rank (see `memory_use`): held between calls, and scratch
   /// of its own. Sizes follow the calls made so far.
   [[nodiscard]] memory_use memory() const;
+  /// Times of the last `forward` or `backward` on this rank.
   [[nodiscard]] dist_timings const& timings() const noexcept;
   /// Bytes this rank sends per forward plus backward call (0 unless the channels are split).
   [[nodiscard]] std::size_t bytes_sent() const noexcept;

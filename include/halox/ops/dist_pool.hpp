@@ -31,6 +31,8 @@ public:
   /// Collective over `x.grid()`; `p` as for `pool_forward`. Throws `halox::error` on a
   /// descriptor the operators cannot split or on invalid parameters.
   dist_pool(tensor_desc const& x, pool_params const& p, dist_options const& o = {});
+  /// Frees the operator's plans and buffers on this rank (not collective; its plans' peers
+  /// are told this rank left them).
   ~dist_pool();
   /// Moves the layer (the moved-from layer must not be used).
   dist_pool(dist_pool&&) noexcept;

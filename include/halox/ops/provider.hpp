@@ -170,6 +170,7 @@ public:
   /// call; 0: `default_threads()`, which is OpenMP's default (OMP_NUM_THREADS) unless several
   /// unbound ranks share the node.
   explicit local_kernels(compute_provider p = compute_provider::automatic, int threads = 0);
+  /// Releases the kernels and the memory they hold.
   ~local_kernels();
   /// Moves the kernels.
   local_kernels(local_kernels&&) noexcept;
