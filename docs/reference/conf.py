@@ -82,9 +82,16 @@ def _public_python_api(app, what, name, obj, skip, options):
     return None
 
 
-# Python symbols without a docstring: those of the pure-Python modules (python/halox/*.py)
-# fail the build; the compiled extension's (python/src) are counted and listed once.
-_extension_undocumented = []
+# Python symbols without a docstring fail the build (a warning, and warnings are errors): those
+# of the pure-Python modules (python/halox/*.py) and those of the compiled extension
+# (python/src: the `doc` argument of pybind11's def, def_property_readonly, def_readwrite,
+# class_, enum_ and value) alike.
+#
+# One exemption: the members that pybind11 itself adds to every enum class (py::enum_), the
+# `name` and `value` properties. They are pybind11's, defined without a docstring and with no
+# way to give them one from the bindings; the enums themselves and each of their values
+# (.value("x", X, "doc")) carry halox's docstrings.
+_PYBIND11_ENUM_MEMBERS = ("name", "value")
 
 
 def _defined_in_extension(name):
@@ -97,6 +104,16 @@ def _defined_in_extension(name):
     return False
 
 
+def _pybind11_enum_member(name):
+    """True for pybind11's own `name`/`value` properties of a py::enum_ class (see
+    _PYBIND11_ENUM_MEMBERS); pybind11 marks its enum classes with `__entries`."""
+    owner, _, member = name.rpartition(".")
+    module, _, cls_name = owner.rpartition(".")
+    cls = getattr(sys.modules.get(module), cls_name, None)
+    return (member in _PYBIND11_ENUM_MEMBERS and isinstance(cls, type)
+            and "__entries" in cls.__dict__ and "__members__" in cls.__dict__)
+
+
 def _record_class(app, what, name, obj, options, lines):
     if what == "class":
         app.env._halox_current_class = obj
@@ -106,18 +123,13 @@ def _record_class(app, what, name, obj, options, lines):
         return
     from sphinx.util import logging
 
+    where = ""
     if _defined_in_extension(name):
-        _extension_undocumented.append(name)
-        return
-    logging.getLogger("halox").warning(f"{what} {name} has no docstring", type="halox",
+        if _pybind11_enum_member(name):
+            return
+        where = " (give it one in its pybind11 binding, python/src/*.cpp)"
+    logging.getLogger("halox").warning(f"{what} {name} has no docstring{where}", type="halox",
                                        subtype="undocumented")
-
-
-def _report_extension(app, exception):
-    if _extension_undocumented and exception is None:
-        names = sorted(set(_extension_undocumented))
-        print(f"docs: note: {len(names)} members of the compiled extension (python/src) have no "
-              f"docstring: {', '.join(names)}", file=sys.stderr)
 
 
 def _signature(app, what, name, obj, options, signature, return_annotation):
@@ -148,7 +160,6 @@ def setup(app):
     app.connect("autodoc-process-docstring", _record_class)
     app.connect("autodoc-skip-member", _public_python_api)
     app.connect("autodoc-process-signature", _signature)
-    app.connect("build-finished", _report_extension)
 
 
 # ---- cross-references -----------------------------------------------------------------------------

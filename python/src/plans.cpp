@@ -394,31 +394,49 @@ void bind_plans(py::module_& m) {
       .def("execute_reverse", &py_halo_plan::execute_reverse, py::arg("x"), py::arg("op") = "sum",
            py::kw_only(), py::arg("stream") = 0,
            "Reverse exchange: halo cells combined into their owners with op (sum, max, min).")
-      .def("start_reverse", &py_halo_plan::start_reverse, py::arg("x"), py::arg("op") = "sum")
+      .def("start_reverse", &py_halo_plan::start_reverse, py::arg("x"), py::arg("op") = "sum",
+           "Begins a reverse exchange of x (or a list, one per planned tensor) with op (sum, max, "
+           "min); wait completes it.")
       .def_readwrite(
           "checks", &py_halo_plan::checks,
           "Check buffers collectively before executing (default True). False: each rank checks "
           "its own, and one whose buffers fail tells its peers (they raise "
           "halox.Error with code peer_failed instead of waiting).")
-      .def_property_readonly("descs", &py_halo_plan::descs)
-      .def_property_readonly("boundary", [](py_halo_plan const& p) { return p.options().boundary; })
-      .def_property_readonly("fill_value",
-                             [](py_halo_plan const& p) { return p.options().fill_value; })
-      .def_property_readonly("selected_backend",
-                             [](py_halo_plan const& p) { return p.plan().selected_backend(); })
-      .def_property_readonly("num_tensors",
-                             [](py_halo_plan const& p) { return p.plan().num_tensors(); })
-      .def_property_readonly("bytes_sent",
-                             [](py_halo_plan const& p) { return p.plan().bytes_sent(); })
-      .def_property_readonly("bytes_received",
-                             [](py_halo_plan const& p) { return p.plan().bytes_received(); })
-      .def_property_readonly("num_peers",
-                             [](py_halo_plan const& p) { return p.plan().num_peers(); })
-      .def_property_readonly("context",
-                             [](py_halo_plan const& p) { return p.plan().get_context(); })
-      .def_property_readonly("workspace_bytes",
-                             [](py_halo_plan const& p) { return p.plan().workspace_bytes().host; })
-      .def("describe", [](py_halo_plan const& p) { return p.plan().describe(); });
+      .def_property_readonly("descs", &py_halo_plan::descs,
+                             "The planned tensors (list of TensorDesc, in planning order).")
+      .def_property_readonly(
+          "boundary", [](py_halo_plan const& p) { return p.options().boundary; },
+          "What the exchange does with halo cells past a non-periodic global boundary (a "
+          "BoundaryFill).")
+      .def_property_readonly(
+          "fill_value", [](py_halo_plan const& p) { return p.options().fill_value; },
+          "Value (float) written into those halo cells when boundary is constant.")
+      .def_property_readonly(
+          "selected_backend", [](py_halo_plan const& p) { return p.plan().selected_backend(); },
+          "The Backend in use (the measured winner when automatic was requested).")
+      .def_property_readonly(
+          "num_tensors", [](py_halo_plan const& p) { return p.plan().num_tensors(); },
+          "Number of tensors exchanged (int).")
+      .def_property_readonly(
+          "bytes_sent", [](py_halo_plan const& p) { return p.plan().bytes_sent(); },
+          "Bytes (int) this rank sends per forward exchange (local copies excluded).")
+      .def_property_readonly(
+          "bytes_received", [](py_halo_plan const& p) { return p.plan().bytes_received(); },
+          "Bytes (int) this rank receives per forward exchange (local copies excluded).")
+      .def_property_readonly(
+          "num_peers", [](py_halo_plan const& p) { return p.plan().num_peers(); },
+          "Number of peers (int) this rank exchanges messages with.")
+      .def_property_readonly(
+          "context", [](py_halo_plan const& p) { return p.plan().get_context(); },
+          "The Context the plan was built on.")
+      .def_property_readonly(
+          "workspace_bytes", [](py_halo_plan const& p) { return p.plan().workspace_bytes().host; },
+          "Bytes (int) of host scratch memory the plan uses while executing (pack buffers, "
+          "landing areas).")
+      .def(
+          "describe", [](py_halo_plan const& p) { return p.plan().describe(); },
+          "Human-readable account (str): tensors, peers, bytes, regions, the chosen backend and, "
+          "after automatic selection, the measured time of every candidate.");
 
   py::class_<py_redistribute_plan>(m, "RedistributePlan",
                                    "Moves a tensor from one distribution to another (collective "
@@ -436,32 +454,54 @@ void bind_plans(py::module_& m) {
            py::arg("inverse") = false,
            "This rank will not run the next forward (or inverse) redistribution; see "
            "HaloPlan.skip_execution.")
-      .def("start", &py_redistribute_plan::start, py::arg("src"), py::arg("dst"))
-      .def("wait", &py_redistribute_plan::wait)
+      .def("start", &py_redistribute_plan::start, py::arg("src"), py::arg("dst"),
+           "Begins a forward redistribution; src may be read but not written, and dst not "
+           "touched, until wait.")
+      .def("wait", &py_redistribute_plan::wait,
+           "Completes the redistribution begun by start or start_inverse (then, for a forward one "
+           "with halo_after, exchanges the destination's halos).")
       .def("execute_inverse", &py_redistribute_plan::execute_inverse, py::arg("dst"),
            py::arg("src"), py::kw_only(), py::arg("stream") = 0,
            "Inverse: owned cells of dst -> owned cells of src.")
-      .def("start_inverse", &py_redistribute_plan::start_inverse, py::arg("dst"), py::arg("src"))
-      .def_readwrite("checks", &py_redistribute_plan::checks)
-      .def_property_readonly("src", &py_redistribute_plan::src)
-      .def_property_readonly("dst", &py_redistribute_plan::dst)
-      .def_property_readonly("halo_after", &py_redistribute_plan::halo_after)
-      .def_property_readonly("is_source",
-                             [](py_redistribute_plan const& p) { return p.plan().is_source(); })
+      .def("start_inverse", &py_redistribute_plan::start_inverse, py::arg("dst"), py::arg("src"),
+           "Begins an inverse redistribution (reading dst, writing src); wait completes it.")
+      .def_readwrite("checks", &py_redistribute_plan::checks,
+                     "Check buffers collectively before executing (default True); see "
+                     "HaloPlan.checks.")
+      .def_property_readonly("src", &py_redistribute_plan::src,
+                             "The source TensorDesc (None on a rank outside the source grid).")
       .def_property_readonly(
-          "is_destination", [](py_redistribute_plan const& p) { return p.plan().is_destination(); })
+          "dst", &py_redistribute_plan::dst,
+          "The destination TensorDesc (None on a rank outside the destination grid).")
+      .def_property_readonly("halo_after", &py_redistribute_plan::halo_after,
+                             "True when the destination's halo exchange runs right after every "
+                             "forward execution.")
+      .def_property_readonly(
+          "is_source", [](py_redistribute_plan const& p) { return p.plan().is_source(); },
+          "True when this rank belongs to the source grid.")
+      .def_property_readonly(
+          "is_destination", [](py_redistribute_plan const& p) { return p.plan().is_destination(); },
+          "True when this rank belongs to the destination grid.")
       .def_property_readonly(
           "selected_backend",
-          [](py_redistribute_plan const& p) { return p.plan().selected_backend(); })
-      .def_property_readonly("bytes_sent",
-                             [](py_redistribute_plan const& p) { return p.plan().bytes_sent(); })
+          [](py_redistribute_plan const& p) { return p.plan().selected_backend(); },
+          "The Backend in use (the measured winner when automatic was requested).")
       .def_property_readonly(
-          "bytes_received", [](py_redistribute_plan const& p) { return p.plan().bytes_received(); })
-      .def_property_readonly("num_peers",
-                             [](py_redistribute_plan const& p) { return p.plan().num_peers(); })
-      .def_property_readonly("context",
-                             [](py_redistribute_plan const& p) { return p.plan().get_context(); })
-      .def("describe", [](py_redistribute_plan const& p) { return p.plan().describe(); });
+          "bytes_sent", [](py_redistribute_plan const& p) { return p.plan().bytes_sent(); },
+          "Bytes (int) this rank sends per forward redistribution (the local copy excluded).")
+      .def_property_readonly(
+          "bytes_received", [](py_redistribute_plan const& p) { return p.plan().bytes_received(); },
+          "Bytes (int) this rank receives per forward redistribution (the local copy excluded).")
+      .def_property_readonly(
+          "num_peers", [](py_redistribute_plan const& p) { return p.plan().num_peers(); },
+          "Number of distinct processes (int) this rank sends to or receives from.")
+      .def_property_readonly(
+          "context", [](py_redistribute_plan const& p) { return p.plan().get_context(); },
+          "The Context the plan was built on.")
+      .def(
+          "describe", [](py_redistribute_plan const& p) { return p.plan().describe(); },
+          "Human-readable account (str): both distributions, this rank's membership, peers, "
+          "bytes, the chosen backend and the per-peer boxes.");
 
   py::class_<py_box_gather_plan>(m, "BoxGatherPlan",
                                  "Every rank receives one global box of a tensor into a private "
@@ -472,11 +512,22 @@ void bind_plans(py::module_& m) {
            "need[d] holds one (lo, hi) range per grid part along dimension d.")
       .def("execute", &py_box_gather_plan::execute, py::arg("x"), py::arg("out") = py::none(),
            "Gathers this rank's box from x; returns `out` (a new NumPy array by default).")
-      .def_property_readonly("box", [](py_box_gather_plan const& p) { return p.plan().my_box(); })
-      .def_property_readonly("shape", [](py_box_gather_plan const& p) { return p.plan().shape(); })
-      .def_property_readonly("origin",
-                             [](py_box_gather_plan const& p) { return p.plan().origin(); })
-      .def("describe", [](py_box_gather_plan const& p) { return p.plan().describe(); });
+      .def_property_readonly(
+          "box", [](py_box_gather_plan const& p) { return p.plan().my_box(); },
+          "Global box this rank receives (a Box over all dimensions; empty when it needs "
+          "nothing).")
+      .def_property_readonly(
+          "shape", [](py_box_gather_plan const& p) { return p.plan().shape(); },
+          "Shape of the gathered array (list of int): the extent of this rank's range along each "
+          "dimension. When one of them is empty the others keep their extents.")
+      .def_property_readonly(
+          "origin", [](py_box_gather_plan const& p) { return p.plan().origin(); },
+          "Global position of the gathered array's first element along each dimension (list of "
+          "int).")
+      .def(
+          "describe", [](py_box_gather_plan const& p) { return p.plan().describe(); },
+          "Human-readable account (str): the tensor, this rank's box, peers, bytes and the "
+          "chosen backend.");
 
   m.def("whole_on_rank", &halox::whole_on_rank, py::arg("like"), py::arg("root"),
         "Collective. The descriptor of the same tensor held entirely by `root`.");
