@@ -21,7 +21,8 @@ struct setting_info {
   std::string meaning; ///< one sentence
 };
 
-/// Every environment variable halox reads, in a fixed order (the README's table lists the same).
+/// Every environment variable halox reads, in a fixed order (the table in docs/building.md lists
+/// the same).
 [[nodiscard]] std::vector<setting_info> const& environment_settings();
 
 /// The variables of environment_settings() set in this process, one "NAME=value" line each, a

@@ -28,8 +28,8 @@ struct entry {
   char const* meaning;
 };
 
-// The table: the README's "Environment variables" table lists the same rows (a lint test keeps
-// them equal). Errors quote `accepts`, `example` and `unset`.
+// The table: the "Environment variables" table of docs/building.md lists the same rows (a unit
+// test keeps them equal). Errors quote `accepts`, `example` and `unset`.
 constexpr std::array<entry, 19> table{{
     {"HALOX_TIMEOUT", kind::seconds, "a number of seconds >= 0 (0: no bound)", "30",
      "300 s (`halox::default_timeout_seconds`)",

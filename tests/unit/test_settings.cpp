@@ -1,5 +1,5 @@
 // The environment settings: one parser per kind of value, errors that name the variable, the
-// value and what it accepts, the public table and the README's copy of it.
+// value and what it accepts, the public table and the copy of it in docs/building.md.
 #include "common/environment.hpp"
 #include "scoped_env.hpp"
 
@@ -171,17 +171,17 @@ TEST(Settings, DescribeEnvironmentReportsWithoutThrowing) {
       << halox::build_info();
 }
 
-// The README's table of environment variables names exactly the variables halox reads, each with
-// what it accepts.
-TEST(Settings, ReadmeTableMatches) {
-  std::ifstream in(std::string(HALOX_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "README.md not found under " << HALOX_SOURCE_DIR;
+// The table of environment variables in docs/building.md names exactly the variables halox
+// reads, each with what it accepts.
+TEST(Settings, DocsTableMatches) {
+  std::ifstream in(std::string(HALOX_SOURCE_DIR) + "/docs/building.md");
+  ASSERT_TRUE(in) << "docs/building.md not found under " << HALOX_SOURCE_DIR;
   std::stringstream text;
   text << in.rdbuf();
-  std::string const readme = text.str();
-  auto const at = readme.find("### Environment variables");
-  ASSERT_NE(at, std::string::npos) << "README.md has no '### Environment variables' section";
-  std::string const section = readme.substr(at, readme.find("\n#", at + 1) - at);
+  std::string const page = text.str();
+  auto const at = page.find("\n## Environment variables");
+  ASSERT_NE(at, std::string::npos) << "docs/building.md has no '## Environment variables' section";
+  std::string const section = page.substr(at, page.find("\n#", at + 1) - at);
   std::set<std::string> rows;
   std::regex const row(R"(\n\| `(HALOX_[A-Z0-9_]+)` \|)");
   for (std::sregex_iterator it(section.begin(), section.end(), row), end; it != end; ++it)
@@ -193,11 +193,11 @@ TEST(Settings, ReadmeTableMatches) {
     if (line == std::string::npos) continue;
     std::string const row_text = section.substr(line + 1, section.find('\n', line + 1) - line - 1);
     EXPECT_NE(row_text.find(s.accepts), std::string::npos)
-        << s.name << ": the README row does not say it accepts " << s.accepts << "\n"
+        << s.name << ": the docs/building.md row does not say it accepts " << s.accepts << "\n"
         << row_text;
   }
-  EXPECT_EQ(rows, names) << "README.md's environment table and halox::environment_settings() "
-                            "list different variables";
+  EXPECT_EQ(rows, names) << "docs/building.md's environment table and "
+                            "halox::environment_settings() list different variables";
 }
 
 } // namespace

@@ -10,6 +10,11 @@
 //
 // The legacy convolution API is deprecated in cuDNN 9 but still shipped and still the one with
 // Find*AlgorithmEx; the deprecation warnings are silenced for this file only.
+//
+// Why one file of about 1,000 lines: one class owns the cuDNN handle, the scratch buffers and
+// the algorithm choices that every operation family shares, and it can only be checked on a GPU
+// (the device tests of tests/gpu). Splitting it by family (convolution, pooling, batch norm and
+// ReLU) is meant for a change that can be rerun there, not for one verified by compilation only.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #include "ops/kernels/bn_affine.hpp"

@@ -1,3 +1,7 @@
+// The oneDNN convolutions: primitive descriptors per problem and layout, the layout measurement
+// (blocked, plain, channels-last), kept reorders and the user-managed scratchpads. One file of
+// about 500 lines because the measurement, the primitives it builds and the reorders they need
+// share one cache of problems; onednn_conv.hpp is its interface.
 #include "ops/providers/onednn/onednn_conv.hpp"
 
 #include "common/environment.hpp"
