@@ -1,9 +1,9 @@
 """Builds the halox Python package with CMake (pyproject.toml is the entry point).
 
-The pure-Python files come from python/halox; the extension halox._halox is built by the
-project's own CMake build (target halox_python, without tests, benchmarks or examples) and
-copied next to them, with the generated _build.py. Settings, all optional, from the
-environment:
+The pure-Python files come from python/halox, subpackages (halox.torch) included; the extension
+halox._halox is built by the project's own CMake build (target halox_python, without tests,
+benchmarks or examples) and copied next to them, with the generated _build.py. Settings, all
+optional, from the environment:
 
   HALOX_MPI          mpich, openmpi or auto: the MPI to build for (Debian installs both)
   MPICC              an MPI C compiler wrapper, for any other MPI (Cray, Intel, Spectrum, ...)
@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent.resolve()
@@ -109,7 +109,8 @@ class CMakeBuild(build_ext):
 (ROOT / "build" / "pip").mkdir(parents=True, exist_ok=True)
 setup(
     version=project_version(),
-    packages=["halox"],
+    # halox and its subpackages (halox.torch), from python/halox.
+    packages=["halox"] + ["halox." + p for p in find_packages("python/halox")],
     package_dir={"halox": "python/halox"},
     ext_modules=[CMakeExtension("halox._halox")],
     cmdclass={"build_ext": CMakeBuild},

@@ -68,7 +68,8 @@ find "$root/docs" -maxdepth 1 -type f ! -name '*.md' -exec cp {} "$src/docs/" \;
 rm -rf "$out/python"
 mkdir -p "$out/python/halox"
 cp "$pydir"/halox/_halox*.so "$pydir"/halox/_build.py "$out/python/halox/"
-cp "$root"/python/halox/*.py "$out/python/halox/"
+# Subpackages (halox/torch/) keep their folders.
+(cd "$root/python/halox" && find . -name '*.py' -exec cp --parents {} "$out/python/halox/" \;)
 
 # 4. Sphinx: warnings are errors, cross-references checked (-n), every problem listed.
 echo "docs: sphinx-build -W --keep-going -n -b html -> $out/html"

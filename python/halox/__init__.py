@@ -73,6 +73,7 @@ from ._halox import (  # noqa: F401
     window_input_footprint,
     window_input_span,
     window_output_shape,
+    window_partition,
 )
 
 from . import _halox

@@ -4,9 +4,12 @@
 #include "bindings.hpp"
 
 #include <halox/ops/window.hpp>
+#include <halox/ops/window_partition.hpp>
 
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -61,6 +64,27 @@ void def_box_rule(py::module_& m, char const* name, box_rule rule, std::string c
       py::arg("pad_hi") = index_vec{}, py::arg("dilation") = index_vec{}, doc.c_str());
 }
 
+halox::ops::halo_reach reach_of(std::string const& name) {
+  if (name == "footprint") return halox::ops::halo_reach::footprint;
+  if (name == "span") return halox::ops::halo_reach::span;
+  throw halox::error(halox::errc::invalid_argument,
+                     "window_partition: reach='" + name + "'; use 'footprint' or 'span'");
+}
+
+py::tuple partition(halox::index_t in_extent, halox::index_t kernel, index_vec const& in_starts,
+                    halox::index_t stride, halox::index_t pad_lo, halox::index_t pad_hi,
+                    halox::index_t dilation, std::optional<index_vec> const& out_starts,
+                    std::string const& reach) {
+  halox::ops::window_1d const w{in_extent, kernel, stride, pad_lo, pad_hi, dilation};
+  auto const r =
+      halox::ops::window_partition(w, in_starts, out_starts.value_or(index_vec{}), reach_of(reach));
+  py::list need;
+  for (std::size_t p = 0; p < r.need_lo.size(); ++p)
+    need.append(py::make_tuple(r.need_lo[p], r.need_hi[p]));
+  return py::make_tuple(py::tuple(py::cast(r.out_starts)), py::make_tuple(r.halo_lo, r.halo_hi),
+                        py::tuple(need));
+}
+
 } // namespace
 
 void bind_window(py::module_& m) {
@@ -96,6 +120,19 @@ void bind_window(py::module_& m) {
                    params_doc);
   def_box_rule(m, "window_input_footprint", &halox::ops::conv_input_footprint,
                "As window_input_span, clipped to the input [0, in_extent) (empty: all zeros).");
+  m.def("window_partition", &partition, py::arg("in_extent"), py::arg("kernel"),
+        py::arg("in_starts"), py::arg("stride") = 1, py::arg("pad_lo") = 0, py::arg("pad_hi") = 0,
+        py::arg("dilation") = 1, py::arg("out_starts") = py::none(), py::arg("reach") = "footprint",
+        "The split of a sliding window along one spatial dimension over the parts whose input "
+        "blocks start at `in_starts` (parts + 1 positions from 0 to `in_extent`): returns "
+        "(out_starts, (halo_lo, halo_hi), need). `out_starts` (parts + 1 positions from 0 to the "
+        "output extent) fixes the output blocks; None gives each output to the part owning its "
+        "anchor (the window's centre tap), the rule of halox::ops's distributed operators. `need` "
+        "holds, per part, the (lo, hi) input positions its outputs read: clipped to the input "
+        "with reach='footprint', padding included with reach='span' (padding stored as halo "
+        "cells, as halox.torch does); (0, 0) when nothing. The halo widths are the smallest "
+        "uniform ones that give every part with cells what it needs. "
+        "halox::ops::window_partition.");
 }
 
 } // namespace halox_py
