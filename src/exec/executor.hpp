@@ -6,10 +6,17 @@
 // post the messages); `wait` calls `complete` (finish the messages, unpack, local copies,
 // fills). Scratch memory is never allocated by an executor: it reserves areas of the plan's
 // workspace at construction and finds them at `bind_workspace`'s addresses while executing.
+//
+// Every wait of an exchange is bounded by the plan's timeout and interrupted by its peers'
+// failure notices. Those waits live in the executor's wait context (exec/wait_context.hpp),
+// which it hands to its transport: the transport completes its own requests under the same
+// bounds and never calls the executor back.
 
-#include "common/agreement.hpp"
 #include "exec/combine.hpp"
 #include "exec/context_state.hpp"
+#include "exec/exec_config.hpp"
+#include "exec/wait_context.hpp"
+#include "exec/workspace_layout.hpp"
 #include "plan/schedule.hpp"
 
 #include <halox/backend.hpp>
@@ -17,7 +24,6 @@
 #include <mpi.h>
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -25,50 +31,6 @@
 #include <vector>
 
 namespace halox::detail {
-
-/// What every executor is built from.
-struct exec_config {
-  std::shared_ptr<context_state> ctx; ///< the plan's context (communicator, allocator, NCCL)
-  MPI_Comm comm = MPI_COMM_NULL;      ///< the communicator messages travel on (ctx->comm)
-  int tag = 0;                        ///< the plan's message tag on it
-  memory_space memory = memory_space::host;
-  double fill_value = 0.0;    ///< value for the schedule's fill regions
-  double timeout = 0.0;       ///< seconds a wait may last before it throws (0: unbounded)
-  char const* label = "plan"; ///< what the plan is, for error messages ("halo_plan", ...)
-  /// The plan's watch for peers' failure notices, tested by every wait loop (null: none).
-  peer_watch* watch = nullptr;
-};
-
-/// What one request of an exchange moves, for the watchdog's report.
-struct request_info {
-  int peer = -1;         ///< rank in the plan's communicator (-1: a collective over all)
-  std::size_t bytes = 0; ///< bytes it moves
-  bool recv = true;      ///< a receive (or a collective's incoming half)
-};
-
-/// Offsets of the areas an executor reserved in a workspace, per kind of memory.
-class workspace_layout {
-public:
-  /// Reserves `bytes` of `kind` (64-byte aligned) and returns its offset. Every area, even an
-  /// empty one, gets an address of its own: MPI libraries take a collective's send buffer equal
-  /// to its receive buffer for MPI_IN_PLACE (Open MPI's libnbc does).
-  std::size_t reserve(memory_kind kind, std::size_t bytes) {
-    auto& end = end_[static_cast<int>(kind)];
-    std::size_t const at = end;
-    end += bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
-    return at;
-  }
-  /// Bytes of `kind` the reservations need.
-  [[nodiscard]] std::size_t bytes(memory_kind kind) const noexcept {
-    return end_[static_cast<int>(kind)];
-  }
-
-private:
-  std::array<std::size_t, 3> end_{};
-};
-
-/// Base addresses of a bound workspace, per kind of memory.
-using workspace_bases = std::array<std::byte*, 3>;
 
 /// Memory behind a workspace, drawn from a context (plan-owned workspace, tuning trials).
 class workspace_memory {
@@ -88,7 +50,9 @@ private:
 /// constructor, so `start`/`wait` allocate nothing.
 class executor {
 public:
-  executor(schedule s, exec_config cfg) : sched_(std::move(s)), cfg_(std::move(cfg)) {}
+  /// Runs `s` as backend `kind` (named in the errors of its waits).
+  executor(schedule s, exec_config cfg, backend kind)
+      : sched_(std::move(s)), cfg_(std::move(cfg)), waits_(cfg_, kind) {}
   virtual ~executor() = default;
   executor(executor const&) = delete;
   executor& operator=(executor const&) = delete;
@@ -145,42 +109,6 @@ public:
   /// collective), not only the schedule's peers: a rank that will not take part must tell all.
   [[nodiscard]] bool whole_communicator() const noexcept { return collective_requests(); }
 
-  // Bounded waits, for the executor and the transport it drives (exec/transport.hpp). Requests
-  // are numbered as `info_`: an exchange's receives first, then its sends.
-
-  /// Completes MPI requests `reqs[first, first + n)` within the plan's timeout when it has one
-  /// (each request then needs its `info_` entry, which names it in the error), and raises
-  /// errc::peer_failed when a peer's failure notice arrives meanwhile. `reqs` is indexed like
-  /// `info_`.
-  void wait_all(MPI_Request* reqs, std::size_t first, std::size_t n);
-  /// Completes one of `reqs[first, first + n)` not yet returned by this exchange and returns its
-  /// index (relative to first), within the timeout; MPI_UNDEFINED when none is left. Failure
-  /// notices as in `wait_all`.
-  int wait_any(MPI_Request* reqs, std::size_t first, std::size_t n);
-  /// Polls the plan's failure notices (throws errc::peer_failed when a peer failed).
-  void poll_watch();
-  /// True when a wait must poll (the plan has a timeout or a failure watch).
-  [[nodiscard]] bool waits_polled() const noexcept {
-    return cfg_.timeout > 0 || cfg_.watch != nullptr;
-  }
-  /// Seconds a wait may last (0: unbounded).
-  [[nodiscard]] double timeout() const noexcept { return cfg_.timeout; }
-  /// Per request: completed in this exchange (cleared by `start`).
-  [[nodiscard]] char* done_flags() noexcept { return done_.data(); }
-  /// What request `i` moves.
-  [[nodiscard]] request_info const& request(std::size_t i) const { return info_[i]; }
-  /// Throws `halox::error` (errc::timeout) naming the plan, its tag, the backend and the
-  /// requests of [first, first + n) not done, with the bytes they still move.
-  [[noreturn]] void throw_timeout(std::size_t first, std::size_t n);
-  /// Cancels the receives among `reqs[0, n)` from `peer` (a failed rank), marking them done.
-  void cancel_receives(MPI_Request* reqs, std::size_t n, int peer) noexcept;
-  /// Waits up to `grace` seconds for `reqs` to complete, then cancels them when `cancellable`
-  /// (a nonblocking collective is not); false when some could be neither completed nor cancelled.
-  [[nodiscard]] static bool abandon_mpi(std::vector<MPI_Request>& reqs, double grace,
-                                        bool cancellable) noexcept;
-  /// The configuration the executor was built with.
-  [[nodiscard]] exec_config const& config() const noexcept { return cfg_; }
-
 protected:
   /// Packs and posts the messages of the exchange on `bufs_` with `op_`.
   virtual void post(void* stream) = 0;
@@ -192,20 +120,19 @@ protected:
   [[nodiscard]] virtual bool collective_requests() const noexcept { return false; }
   /// Finishes or cancels whatever the exchange in flight still has pending, for `abandon`:
   /// waits up to `grace` seconds for completion, then cancels. Returns false when something
-  /// could be neither completed nor cancelled. The default works on `reqs_` (MPI requests); a
-  /// backend with its own requests (UCX) overrides it.
+  /// could be neither completed nor cancelled. The default works on `reqs_` (MPI requests); an
+  /// executor that drives a transport hands it to the transport.
   [[nodiscard]] virtual bool abandon_requests(double grace) noexcept;
 
-  /// Cancels the receives of `info_` from `peer` (a failed rank), for `wait`; the default
-  /// works on `reqs_`, a backend with its own requests (UCX) overrides it.
+  /// Cancels the receives from `peer` (a failed rank), for `wait`; the default works on
+  /// `reqs_`, an executor that drives a transport hands it to the transport.
   virtual void cancel_peer(int peer) noexcept;
 
-  /// `wait_all` / `wait_any` on `reqs_`.
-  void wait_all(std::size_t first, std::size_t n) { wait_all(reqs_.data(), first, n); }
-  int wait_any(std::size_t first, std::size_t n) { return wait_any(reqs_.data(), first, n); }
-  /// Describes requests (index, what they move) for the watchdog: fill at construction, one
-  /// entry per `reqs_` entry.
-  std::vector<request_info> info_;
+  /// The bounded waits of this executor's exchanges, shared with its transport; name the
+  /// requests there at construction (for `reqs_`: one entry per `reqs_` entry).
+  [[nodiscard]] wait_context& waits() noexcept { return waits_; }
+  /// Completes `reqs_[first, first + n)` (wait_context::wait_all).
+  void wait_all(std::size_t first, std::size_t n) { waits_.wait_all(reqs_.data(), first, n); }
 
   /// The reservations so far (a transport adds its own at construction).
   workspace_layout& layout() noexcept { return layout_; }
@@ -220,23 +147,17 @@ protected:
 
   schedule sched_;
   exec_config cfg_;
-  /// The requests of the exchange in flight (receives first, then sends, by convention), so
-  /// that `abandon` can find them; MPI_REQUEST_NULL when inactive.
+  /// The requests of the executor's own exchange in flight (a collective's), so that `abandon`
+  /// can find them; MPI_REQUEST_NULL when inactive. A transport keeps its own.
   std::vector<MPI_Request> reqs_;
   void* const* bufs_ = nullptr;
   combine_op op_ = combine_op::replace;
-  /// Per request (one per `info_` / `reqs_` entry): completed in this exchange. Cleared by
-  /// `start`; `wait_all`/`wait_any` keep it when the plan has a timeout, a backend with its own
-  /// requests keeps it always.
-  std::vector<char> done_;
-
-  /// Marks in `done_` the requests of `reqs[first, first + n)` that completed (for the report).
-  void settle(MPI_Request* reqs, std::size_t first, std::size_t n);
 
 private:
+  /// Before any transport the derived executor makes, which waits through it until destroyed.
+  wait_context waits_;
   workspace_layout layout_;
   workspace_bases ws_{};
-  bool reverse_ = false; // direction of the exchange in flight, for messages
   bool bound_ = false;
   bool in_flight_ = false;
 };
@@ -245,7 +166,7 @@ private:
 /// `complete` around the backend's `receive`, while messages are in flight.
 class host_executor : public executor {
 public:
-  host_executor(schedule s, exec_config cfg);
+  host_executor(schedule s, exec_config cfg, backend kind);
 
 protected:
   void complete(void* stream) final;
@@ -263,9 +184,5 @@ private:
 
 /// True when `b` can run on buffers in `mem` in this build.
 [[nodiscard]] bool backend_available(backend b, memory_space mem) noexcept;
-
-/// `n` as an MPI `int` count; throws `halox::error` (unsupported) naming `what` when it does not
-/// fit, since the non-`_c` MPI calls cannot express it.
-int mpi_int_count(std::size_t n, char const* what);
 
 } // namespace halox::detail

@@ -1,6 +1,6 @@
 #pragma once
 // The transport interface: what moves a message's bytes between two ranks. A transport knows
-// nothing of schedules, regions or packing. The packing executor (exec/packing_executor.hpp)
+// nothing of schedules, regions or packing. The packing executor (exec/cpu/packing_executor.hpp)
 // decides what each message's bytes are and where they live, and hands the transport either one
 // contiguous buffer or a list of runs (an iov list); the transport posts it to the peer and
 // reports when it completed.
@@ -8,9 +8,12 @@
 // Requests are declared once, at construction, receives first and then sends: their peers,
 // sizes and iov list lengths do not change between exchanges, so a transport can make
 // endpoints, persistent requests and request storage then, and warm its paths at plan time.
-// Waits are bounded by the plan's timeout and interrupted by its peers' failure notices, as
-// every other wait of an exchange: a transport waits through its executor's bounded waits
-// (executor::wait_any / wait_all on MPI requests) or polls its executor's watch and clock.
+// A transport owns its completion: it keeps its own requests (MPI requests, UCX handles) and
+// completes, cancels and abandons them itself. Its waits are bounded by the plan's timeout and
+// interrupted by its peers' failure notices, as every other wait of an exchange, through the
+// wait context its executor hands it at construction (exec/wait_context.hpp: bounded
+// wait_any / wait_all on MPI requests, or its notices and deadline polled by a loop of its
+// own). It never calls its executor, nor sees it: this header does not include executor.hpp.
 //
 // A transport that walks strided layouts itself (MPI's derived datatypes) can also take a
 // message as its boxes in the exchange's buffers: the `datatypes` packing then packs nothing and
@@ -22,7 +25,8 @@
 // stream, behind the pack kernel and ahead of the unpack, and nothing ever waits on the host).
 
 #include "common/strided_region.hpp"
-#include "exec/executor.hpp"
+#include "exec/wait_context.hpp"
+#include "exec/workspace_layout.hpp"
 
 #include <cstddef>
 #include <limits>
@@ -140,7 +144,8 @@ public:
   virtual void warm_up() {}
 };
 
-/// Makes the transport an executor drives (called from the executor's constructor).
-using transport_maker = std::unique_ptr<transport> (*)(executor& owner);
+/// Makes the transport an executor drives (called from the executor's constructor), on the
+/// executor's wait context, which outlives it.
+using transport_maker = std::unique_ptr<transport> (*)(wait_context& waits);
 
 } // namespace halox::detail

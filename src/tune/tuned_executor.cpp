@@ -169,8 +169,11 @@ struct tuning {
 // forward one also runs the runner-up's in the re-check's odd exchanges and times them.
 class tuned_executor final : public executor {
 public:
+  // It waits for nothing itself (the executors it runs do), so its wait context names the
+  // backend chosen at construction.
   tuned_executor(std::shared_ptr<tuning> t, int direction, schedule s, exec_config cfg)
-      : executor(std::move(s), std::move(cfg)), t_(std::move(t)), dir_(direction) {
+      : executor(std::move(s), std::move(cfg), t->exec[direction][0]->kind()), t_(std::move(t)),
+        dir_(direction) {
     // One area per kind, as large as either backend needs: both run on the same workspace (never
     // at once), as they did while the race timed them.
     for (int k = 0; k < 3; ++k) {

@@ -109,7 +109,7 @@ struct outgoing {
 
 class cma_transport final : public transport {
 public:
-  explicit cma_transport(executor& owner) : owner_(owner), cfg_(owner.config()) {
+  explicit cma_transport(wait_context& waits) : waits_(waits), cfg_(waits.config()) {
     HALOX_MPI_CHECK(MPI_Comm_rank(cfg_.comm, &rank_));
     refuse_ = refuse_rank.exchange(-1) == rank_;
   }
@@ -156,7 +156,7 @@ public:
 
   std::size_t wait_recv() override {
     std::size_t const nr = recvs_.size(), ns = sends_.size();
-    int const idx = owner_.wait_any(reqs_.data(), 0, nr);
+    int const idx = waits_.wait_any(reqs_.data(), 0, nr);
     if (idx == MPI_UNDEFINED) return none;
     auto const i = static_cast<std::size_t>(idx);
     read(i);
@@ -167,18 +167,18 @@ public:
 
   void wait_sends() override {
     std::size_t const nr = recvs_.size(), ns = sends_.size();
-    owner_.wait_all(reqs_.data(), nr, 2 * ns + nr);
+    waits_.wait_all(reqs_.data(), nr, 2 * ns + nr);
   }
 
   void cancel_peer(int peer) noexcept override {
-    owner_.cancel_receives(reqs_.data(), reqs_.size(), peer);
+    waits_.cancel_receives(reqs_.data(), reqs_.size(), peer);
   }
 
   bool abandon(double grace) noexcept override {
     // Whether a receiver got this exchange's address list is unknown now: send it in full next
     // time.
     for (auto& o : out_) o.sent = false;
-    return executor::abandon_mpi(reqs_, grace, true);
+    return wait_context::abandon_mpi(reqs_, grace, true);
   }
 
 private:
@@ -216,7 +216,7 @@ private:
   // Every rank learns whether all could take part; when one could not, all throw its reason.
   void agree(std::string const& fail) const;
 
-  executor& owner_;
+  wait_context& waits_;
   exec_config const& cfg_;
   int rank_ = 0;
   bool refuse_ = false;
@@ -422,8 +422,8 @@ void cma_transport::agree(std::string const& fail) const {
 
 } // namespace
 
-std::unique_ptr<transport> make_cma_transport(executor& owner) {
-  return std::make_unique<cma_transport>(owner);
+std::unique_ptr<transport> make_cma_transport(wait_context& waits) {
+  return std::make_unique<cma_transport>(waits);
 }
 
 void cma_refuse_reads_once(int rank) noexcept { refuse_rank.store(rank); }

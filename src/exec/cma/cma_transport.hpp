@@ -13,10 +13,10 @@
 
 namespace halox::detail {
 
-/// The cma transport for `owner`. Its construction is collective over the plan's communicator
+/// The cma transport on `waits`. Its construction is collective over the plan's communicator
 /// (every rank learns whether all could read their peers); throws `halox::error`
 /// (errc::unsupported) naming the first rank that cannot, and why.
-[[nodiscard]] std::unique_ptr<transport> make_cma_transport(executor& owner);
+[[nodiscard]] std::unique_ptr<transport> make_cma_transport(wait_context& waits);
 
 /// Makes the next cma transport built on `rank` fail its test read as if the kernel refused it
 /// (EPERM), for tests of the error path.

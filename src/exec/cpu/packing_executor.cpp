@@ -18,10 +18,10 @@ char const* to_string(packing p) noexcept {
 
 packing_executor::packing_executor(schedule s, exec_config const& cfg, backend preset,
                                    packing strategy, transport_maker make)
-    : host_executor(std::move(s), cfg), preset_(preset), strategy_(strategy) {
+    : host_executor(std::move(s), cfg, preset), preset_(preset), strategy_(strategy) {
   // The transport first: making it may be collective (UCX bootstraps its worker), and nothing
   // before it may fail on one rank only.
-  transport_ = make(*this);
+  transport_ = make(waits());
   HALOX_REQUIRE(strategy_ != packing::datatypes || transport_->walks_boxes(), errc::internal,
                 std::string("backend ") + to_string(preset) + ": the " + transport_->name() +
                     " transport does not walk derived datatypes");
@@ -52,6 +52,7 @@ packing_executor::packing_executor(schedule s, exec_config const& cfg, backend p
   iov_area_ = reserve(memory_kind::host, runs_.size() * sizeof(io_run));
 
   std::vector<wire_request> rw, sw;
+  std::vector<request_info> info;
   for (auto* side : {&rpieces_, &spieces_}) {
     bool const recv = side == &rpieces_;
     for (auto const& p : *side) {
@@ -59,11 +60,11 @@ packing_executor::packing_executor(schedule s, exec_config const& cfg, backend p
       wire_request w{m.peer, p.range.bytes, p.runs, {}};
       if (p.mode == how::walked) w.boxes = message_boxes(sched_, m);
       (recv ? rw : sw).push_back(std::move(w));
-      info_.push_back({m.peer, p.range.bytes, recv});
+      info.push_back({m.peer, p.range.bytes, recv});
     }
   }
   transport_->declare(rw, sw, layout());
-  info_ = transport_->request_table(std::move(info_));
+  waits().name_requests(transport_->request_table(std::move(info)));
 }
 
 void packing_executor::add_pieces(std::vector<message> const& msgs, bool recv) {

@@ -9,14 +9,11 @@
 // the ordering against the caller's stream: MPI reads and writes the caller's buffers
 // directly, so the host waits for the stream's earlier work before it posts.
 
-#include "exec/cpu/pack.hpp"
 #include "exec/cuda/device_executor.hpp"
 #include "exec/cuda/device_executors.hpp"
 #include "exec/mpi/mpi_transport.hpp"
 
 #include <halox/error.hpp>
-
-#include <vector>
 
 namespace halox::detail {
 
@@ -25,25 +22,15 @@ namespace {
 class device_datatype_executor final : public device_executor {
 public:
   device_datatype_executor(schedule s, exec_config const& cfg)
-      : device_executor(std::move(s), cfg, {false, true, cfg.fill_value, true}),
+      : device_executor(std::move(s), cfg, backend::device_mpi_datatype,
+                        {false, true, cfg.fill_value, true}),
         ready_(make_sync_event()) {
     require_cuda_aware_mpi(cfg_.comm, kind());
-    transport_ = make_mpi_transport(*this);
-    std::vector<wire_request> rw, sw;
-    for (auto const& m : sched_.recvs) {
-      rw.push_back({m.peer, m.bytes, 0, message_boxes(sched_, m)});
-      info_.push_back({m.peer, m.bytes, true});
-    }
-    for (auto const& m : sched_.sends) {
-      sw.push_back({m.peer, m.bytes, 0, message_boxes(sched_, m)});
-      info_.push_back({m.peer, m.bytes, false});
-    }
-    transport_->declare(rw, sw, layout());
-    info_ = transport_->request_table(std::move(info_));
+    transport_ = make_mpi_transport(waits());
+    declare_messages(true);
   }
 
   [[nodiscard]] backend kind() const noexcept override { return backend::device_mpi_datatype; }
-  void warm_up() override { transport_->warm_up(); }
 
 protected:
   void on_bind() override {
@@ -88,14 +75,8 @@ protected:
     transport_->wait_sends();
   }
 
-  void cancel_peer(int peer) noexcept override { transport_->cancel_peer(peer); }
-  [[nodiscard]] bool abandon_requests(double grace) noexcept override {
-    return transport_->abandon(grace);
-  }
-
 private:
   unique_event ready_;
-  std::unique_ptr<transport> transport_;
 };
 
 } // namespace

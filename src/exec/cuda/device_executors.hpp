@@ -29,7 +29,7 @@ make_device_packing_executor(backend preset, schedule const& s, exec_config cons
 /// The MPI point-to-point transport on device pointers: throws `halox::error` (unsupported) when
 /// the plan's communicator has more than one rank and MPI says it does not accept device
 /// pointers (it would crash in it).
-[[nodiscard]] std::unique_ptr<transport> make_cuda_aware_mpi_transport(executor& owner);
+[[nodiscard]] std::unique_ptr<transport> make_cuda_aware_mpi_transport(wait_context& waits);
 
 /// device_mpi_datatype: device buffers handed to MPI with derived datatypes.
 [[nodiscard]] std::unique_ptr<executor>

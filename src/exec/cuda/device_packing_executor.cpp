@@ -19,7 +19,6 @@
 #include <halox/error.hpp>
 
 #include <string>
-#include <vector>
 
 namespace halox::detail {
 
@@ -29,10 +28,10 @@ class device_packing_executor final : public device_executor {
 public:
   device_packing_executor(schedule s, exec_config const& cfg, backend preset, staging where,
                           transport_maker make)
-      : device_executor(std::move(s), cfg, {true, true, cfg.fill_value}), preset_(preset),
+      : device_executor(std::move(s), cfg, preset, {true, true, cfg.fill_value}), preset_(preset),
         staged_(where == staging::pinned_host), packed_(make_sync_event()) {
     // The transport first: making it may be collective (NCCL creates its communicator).
-    transport_ = make(*this);
+    transport_ = make(waits());
     HALOX_REQUIRE(!(staged_ && transport_->stream_ordered()), errc::internal,
                   std::string("backend ") + to_string(preset) +
                       ": a stream-ordered transport moves device memory, it is never staged");
@@ -40,21 +39,10 @@ public:
     if (staged_)
       host_area_ =
           reserve(memory_kind::pinned_host, static_cast<std::size_t>(l.recv_lo + l.recv_bytes));
-    std::vector<wire_request> rw, sw;
-    for (auto const& m : sched_.recvs) {
-      rw.push_back({m.peer, m.bytes, 0});
-      info_.push_back({m.peer, m.bytes, true});
-    }
-    for (auto const& m : sched_.sends) {
-      sw.push_back({m.peer, m.bytes, 0});
-      info_.push_back({m.peer, m.bytes, false});
-    }
-    transport_->declare(rw, sw, layout());
-    info_ = transport_->request_table(std::move(info_));
+    declare_messages(false);
   }
 
   [[nodiscard]] backend kind() const noexcept override { return preset_; }
-  void warm_up() override { transport_->warm_up(); }
 
 protected:
   void on_bind() override {
@@ -108,11 +96,6 @@ protected:
     transport_->wait_sends();
   }
 
-  void cancel_peer(int peer) noexcept override { transport_->cancel_peer(peer); }
-  [[nodiscard]] bool abandon_requests(double grace) noexcept override {
-    return transport_->abandon(grace);
-  }
-
 private:
   /// Where the transport reads and writes the packed stream: the device stream, or its pinned
   /// host copy (same offsets).
@@ -134,7 +117,6 @@ private:
   backend preset_;
   bool staged_;
   unique_event packed_;
-  std::unique_ptr<transport> transport_;
   std::size_t host_area_ = 0;
 };
 
@@ -148,9 +130,9 @@ std::unique_ptr<executor> make_device_packing_executor(backend preset, schedule 
   return std::make_unique<device_packing_executor>(s, cfg, preset, where, make);
 }
 
-std::unique_ptr<transport> make_cuda_aware_mpi_transport(executor& owner) {
-  require_cuda_aware_mpi(owner.config().comm, owner.kind());
-  return make_mpi_transport(owner);
+std::unique_ptr<transport> make_cuda_aware_mpi_transport(wait_context& waits) {
+  require_cuda_aware_mpi(waits.config().comm, waits.kind());
+  return make_mpi_transport(waits);
 }
 
 } // namespace halox::detail

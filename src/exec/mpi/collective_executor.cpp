@@ -44,7 +44,7 @@ template <class T> std::vector<T> mpi_array(std::size_t n, T v) {
 class packed_collective_executor final : public host_executor {
 public:
   packed_collective_executor(backend b, schedule s, exec_config const& cfg)
-      : host_executor(std::move(s), cfg), kind_(b) {
+      : host_executor(std::move(s), cfg, b), kind_(b) {
     bool const neighbor = kind_ == backend::mpi_neighbor;
     std::size_t sbytes = 0, rbytes = 0;
     auto const layout = [&] {
@@ -78,7 +78,7 @@ public:
     }
     if (neighbor) make_graph();
     reqs_.assign(1, MPI_REQUEST_NULL);
-    info_.push_back({-1, rbytes, true});
+    waits().name_requests({{-1, rbytes, true}});
   }
 
   [[nodiscard]] backend kind() const noexcept override { return kind_; }
@@ -147,7 +147,7 @@ private:
 class alltoallw_executor final : public host_executor {
 public:
   alltoallw_executor(schedule s, exec_config const& cfg)
-      : host_executor(std::move(s), cfg), send_types_(sched_, sched_.sends),
+      : host_executor(std::move(s), cfg, backend::alltoallw), send_types_(sched_, sched_.sends),
         recv_types_(sched_, sched_.recvs), send_abs_(sched_.sends.size()),
         recv_abs_(sched_.recvs.size()) {
     landing_ = reserve(memory_kind::host, lay_out(sched_.recvs, roff_));
@@ -159,7 +159,7 @@ public:
     stypes_ = mpi_array(n, MPI_Datatype(MPI_BYTE));
     rtypes_ = mpi_array(n, MPI_Datatype(MPI_BYTE));
     reqs_.assign(1, MPI_REQUEST_NULL);
-    info_.push_back({-1, sched_.recv_bytes(), true});
+    waits().name_requests({{-1, sched_.recv_bytes(), true}});
     send_bound_.assign(sched_.slots.size(), nullptr);
     recv_bound_.assign(sched_.slots.size(), nullptr);
   }

@@ -55,8 +55,8 @@ void mpi_transport::bind(workspace_bases const&) {
 }
 
 void mpi_transport::attach(std::size_t i, std::byte* buf) {
-  MPI_Comm const comm = owner_.config().comm;
-  int const tag = owner_.config().tag;
+  MPI_Comm const comm = waits_.config().comm;
+  int const tag = waits_.config().tag;
   unique_request r;
   if (i < nr_)
     HALOX_MPI_CHECK(MPI_Recv_init(buf, counts_[i], MPI_BYTE, wire_[i].peer, tag, comm, r.out()));
@@ -79,8 +79,8 @@ void mpi_transport::post(std::size_t i, void* buf, std::size_t runs) {
     post_parts(i, buf, runs);
     return;
   }
-  MPI_Comm const comm = owner_.config().comm;
-  int const tag = owner_.config().tag;
+  MPI_Comm const comm = waits_.config().comm;
+  int const tag = waits_.config().tag;
   MPI_Request* const r = &reqs_[first_[i]];
   if (i < nr_) {
     left_[i] = 1;
@@ -91,8 +91,8 @@ void mpi_transport::post(std::size_t i, void* buf, std::size_t runs) {
 }
 
 void mpi_transport::post_parts(std::size_t i, void* buf, std::size_t runs) {
-  MPI_Comm const comm = owner_.config().comm;
-  int const tag = owner_.config().tag;
+  MPI_Comm const comm = waits_.config().comm;
+  int const tag = waits_.config().tag;
   int const peer = wire_[i].peer;
   bool const recv = i < nr_;
   auto const& parts = parts_[i];
@@ -125,7 +125,7 @@ std::size_t mpi_transport::wait_recv() {
     return i;
   }
   for (;;) {
-    int const idx = owner_.wait_any(reqs_.data(), 0, nr_mpi_);
+    int const idx = waits_.wait_any(reqs_.data(), 0, nr_mpi_);
     if (idx == MPI_UNDEFINED) return none;
     // A completed persistent request stays allocated (owned by persistent_reqs_) and inactive;
     // nulling this copy keeps MPI_Waitany from returning it again.
@@ -136,25 +136,25 @@ std::size_t mpi_transport::wait_recv() {
 }
 
 void mpi_transport::wait_sends() {
-  owner_.wait_all(reqs_.data(), nr_mpi_, reqs_.size() - nr_mpi_);
+  waits_.wait_all(reqs_.data(), nr_mpi_, reqs_.size() - nr_mpi_);
   if (persistent_)
     for (auto& r : reqs_) r = MPI_REQUEST_NULL;
 }
 
 void mpi_transport::cancel_peer(int peer) noexcept {
-  owner_.cancel_receives(reqs_.data(), reqs_.size(), peer);
+  waits_.cancel_receives(reqs_.data(), reqs_.size(), peer);
 }
 
 bool mpi_transport::abandon(double grace) noexcept {
-  return executor::abandon_mpi(reqs_, grace, true);
+  return wait_context::abandon_mpi(reqs_, grace, true);
 }
 
-std::unique_ptr<transport> make_mpi_transport(executor& owner) {
-  return std::make_unique<mpi_transport>(owner, false);
+std::unique_ptr<transport> make_mpi_transport(wait_context& waits) {
+  return std::make_unique<mpi_transport>(waits, false);
 }
 
-std::unique_ptr<transport> make_persistent_mpi_transport(executor& owner) {
-  return std::make_unique<mpi_transport>(owner, true);
+std::unique_ptr<transport> make_persistent_mpi_transport(wait_context& waits) {
+  return std::make_unique<mpi_transport>(waits, true);
 }
 
 } // namespace halox::detail

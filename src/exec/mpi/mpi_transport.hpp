@@ -19,9 +19,9 @@ namespace halox::detail {
 /// Point-to-point MPI on the plan's communicator and tag.
 class mpi_transport final : public transport {
 public:
-  /// `owner`: the executor driving it (its waits, timeout and failure watch); `persistent`:
-  /// persistent requests on buffers fixed at bind.
-  mpi_transport(executor& owner, bool persistent) : owner_(owner), persistent_(persistent) {}
+  /// `waits`: its executor's wait context (its communicator, tag, timeout and failure watch);
+  /// `persistent`: persistent requests on buffers fixed at bind.
+  mpi_transport(wait_context& waits, bool persistent) : waits_(waits), persistent_(persistent) {}
 
   [[nodiscard]] char const* name() const noexcept override {
     return persistent_ ? "mpi (persistent requests)" : "mpi";
@@ -43,7 +43,7 @@ public:
 private:
   void post_parts(std::size_t i, void* buf, std::size_t runs);
 
-  executor& owner_;
+  wait_context& waits_;
   bool persistent_;
   std::vector<wire_request> wire_; // receives, then sends
   std::size_t nr_ = 0;             // receives among them
@@ -61,8 +61,8 @@ private:
 };
 
 /// The transport of mpi_pack and mpi_pipeline.
-[[nodiscard]] std::unique_ptr<transport> make_mpi_transport(executor& owner);
+[[nodiscard]] std::unique_ptr<transport> make_mpi_transport(wait_context& waits);
 /// The transport of mpi_persistent.
-[[nodiscard]] std::unique_ptr<transport> make_persistent_mpi_transport(executor& owner);
+[[nodiscard]] std::unique_ptr<transport> make_persistent_mpi_transport(wait_context& waits);
 
 } // namespace halox::detail

@@ -1,13 +1,22 @@
 #include "exec/mpi/mpi_types.hpp"
 
 #include "exec/cpu/pack.hpp"
-#include "exec/executor.hpp"
 
 #include <halox/error.hpp>
 
+#include <climits>
 #include <string>
 
 namespace halox::detail {
+
+int mpi_int_count(std::size_t n, char const* what) {
+  HALOX_REQUIRE(n <= static_cast<std::size_t>(INT_MAX), errc::unsupported,
+                std::string(what) + " of " + std::to_string(n) + " exceeds MPI's int count (" +
+                    std::to_string(INT_MAX) +
+                    "); split the tensor over more ranks or use a packing backend with smaller "
+                    "messages");
+  return static_cast<int>(n);
+}
 
 void commit(unique_datatype& t) {
   // MPI_Type_commit takes the handle by pointer; keep ownership even when it fails.

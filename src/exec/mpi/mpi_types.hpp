@@ -23,6 +23,10 @@
 
 namespace halox::detail {
 
+/// `n` as an MPI `int` count; throws `halox::error` (unsupported) naming `what` when it does not
+/// fit, since the non-`_c` MPI calls cannot express it.
+int mpi_int_count(std::size_t n, char const* what);
+
 /// Committed datatype of the cells of `sr` (element size `elem_size` bytes) relative to the
 /// region's first cell: a contiguous run of bytes nested in one `MPI_Type_create_hvector` per
 /// outer loop, so arbitrary (padded, permuted) strides are described exactly. Not committed.

@@ -62,7 +62,7 @@ ncclComm_t context_nccl_comm(context_state& ctx) {
 
 class nccl_transport final : public transport {
 public:
-  explicit nccl_transport(executor& owner) : comm_(context_nccl_comm(*owner.config().ctx)) {}
+  explicit nccl_transport(wait_context& waits) : comm_(context_nccl_comm(*waits.config().ctx)) {}
 
   [[nodiscard]] char const* name() const noexcept override { return "nccl"; }
   [[nodiscard]] bool stream_ordered() const noexcept override { return true; }
@@ -119,8 +119,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<transport> make_nccl_transport(executor& owner) {
-  return std::make_unique<nccl_transport>(owner);
+std::unique_ptr<transport> make_nccl_transport(wait_context& waits) {
+  return std::make_unique<nccl_transport>(waits);
 }
 
 } // namespace halox::detail

@@ -12,6 +12,6 @@ namespace halox::detail {
 /// The transport of the nccl backend. Collective over the plan's context the first time: it
 /// creates the context's NCCL communicator (on each rank's current CUDA device), which every
 /// later plan of the context shares.
-[[nodiscard]] std::unique_ptr<transport> make_nccl_transport(executor& owner);
+[[nodiscard]] std::unique_ptr<transport> make_nccl_transport(wait_context& waits);
 
 } // namespace halox::detail

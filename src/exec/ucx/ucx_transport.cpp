@@ -55,8 +55,8 @@ struct warm_buffers {
 
 class ucx_transport final : public transport {
 public:
-  explicit ucx_transport(executor& owner)
-      : owner_(owner), cfg_(owner.config()),
+  explicit ucx_transport(wait_context& waits)
+      : waits_(waits), cfg_(waits.config()),
         // Bootstrapping first: it is collective, and nothing before it may fail on one rank.
         resources_(ucx_resources_of(*cfg_.ctx, cfg_.timeout)), worker_(resources_->worker()) {
     HALOX_REQUIRE(cfg_.comm == cfg_.ctx->comm.get(), errc::internal,
@@ -120,12 +120,12 @@ public:
 
   void posted() override {
     flush_ = nullptr;
-    until_ = deadline_after(cfg_.timeout > 0 ? cfg_.timeout : 0.0);
+    until_ = waits_.deadline();
     ucp_worker_progress(worker_); // start what UCX could not start inline
   }
 
   std::size_t wait_recv() override {
-    char* const done = owner_.done_flags();
+    char* const done = waits_.done_flags();
     int idle = 0;
     for (;;) {
       bool left = false;
@@ -145,7 +145,7 @@ public:
   }
 
   void wait_sends() override {
-    char* const done = owner_.done_flags();
+    char* const done = waits_.done_flags();
     int idle = 0;
     for (;;) {
       bool left = false;
@@ -174,10 +174,10 @@ public:
       progress_or_yield(worker_, idle);
       ucs_status_t const st = ucp_request_check_status(flush_);
       if (st == UCS_INPROGRESS) {
-        if (cfg_.timeout > 0 && clock_type::now() > until_)
+        if (waits_.expired(until_))
           throw error(errc::timeout,
                       std::string(cfg_.label) + " with message tag " + std::to_string(cfg_.tag) +
-                          " (backend " + to_string(owner_.kind()) +
+                          " (backend " + to_string(waits_.kind()) +
                           "): every message arrived but "
                           "flushing the UCX worker did not complete within " +
                           std::to_string(cfg_.timeout) +
@@ -192,7 +192,7 @@ public:
   }
 
   void cancel_peer(int peer) noexcept override {
-    char const* const done = owner_.done_flags();
+    char const* const done = waits_.done_flags();
     for (std::size_t i = 0; i < nr_; ++i)
       if (!done[i] && wire_[i].peer == peer && pending_[i] != nullptr &&
           ucp_request_check_status(pending_[i]) == UCS_INPROGRESS)
@@ -200,7 +200,7 @@ public:
   }
 
   bool abandon(double grace) noexcept override {
-    char* const done = owner_.done_flags();
+    char* const done = waits_.done_flags();
     std::size_t const n = pending_.size();
     auto const busy = [&](void* r) {
       return r != nullptr && ucp_request_check_status(r) == UCS_INPROGRESS;
@@ -267,19 +267,19 @@ private:
 
   // One round of a wait loop's checks: the peers' failure notices, then the clock.
   void check_bounds(std::size_t first, std::size_t n) {
-    owner_.poll_watch();
-    if (cfg_.timeout > 0 && clock_type::now() > until_) owner_.throw_timeout(first, n);
+    waits_.poll();
+    if (waits_.expired(until_)) waits_.throw_timeout(first, n);
   }
 
   void check_length(std::size_t i, std::size_t got) const {
     HALOX_REQUIRE(got == wire_[i].bytes, errc::internal,
-                  std::string(cfg_.label) + " (backend " + to_string(owner_.kind()) + "): rank " +
+                  std::string(cfg_.label) + " (backend " + to_string(waits_.kind()) + "): rank " +
                       std::to_string(wire_[i].peer) + " sent " + std::to_string(got) + " B where " +
                       std::to_string(wire_[i].bytes) + " B were expected with message tag " +
                       std::to_string(cfg_.tag));
   }
 
-  executor& owner_;
+  wait_context& waits_;
   exec_config const& cfg_;
   std::shared_ptr<ucx_resources> resources_;
   ucp_worker_h worker_ = nullptr;
@@ -392,7 +392,7 @@ void ucx_transport::warm_up() {
         (void)held.release();
         throw error(errc::timeout, std::string(cfg_.label) + " with message tag " +
                                        std::to_string(cfg_.tag) + " (backend " +
-                                       to_string(owner_.kind()) +
+                                       to_string(waits_.kind()) +
                                        "): warming up UCX's endpoints to the plan's peers did "
                                        "not complete in time; a peer stopped building the "
                                        "plan, or raise HALOX_TIMEOUT if it is only slow");
@@ -404,8 +404,8 @@ void ucx_transport::warm_up() {
 
 } // namespace
 
-std::unique_ptr<transport> make_ucx_transport(executor& owner) {
-  return std::make_unique<ucx_transport>(owner);
+std::unique_ptr<transport> make_ucx_transport(wait_context& waits) {
+  return std::make_unique<ucx_transport>(waits);
 }
 
 } // namespace halox::detail

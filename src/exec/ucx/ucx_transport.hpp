@@ -11,9 +11,9 @@
 
 namespace halox::detail {
 
-/// The UCX transport for `owner`. Collective over the plan's communicator the first time a
+/// The UCX transport on `waits`. Collective over the plan's communicator the first time a
 /// context needs UCX (see ucx_resources_of); throws `halox::error` (ucx_error) when UCX cannot
 /// start or reach a peer.
-[[nodiscard]] std::unique_ptr<transport> make_ucx_transport(executor& owner);
+[[nodiscard]] std::unique_ptr<transport> make_ucx_transport(wait_context& waits);
 
 } // namespace halox::detail
